@@ -1,0 +1,139 @@
+# orchestrate — a plain Makefile (git, Redis and OpenBSD style).
+#
+#   make                      build orchestrate and orchestrated
+#   make check                unit tests, then integration tests against a real etcd
+#   make check SANITIZE=address,undefined
+#   make bench                benchmark against etcdctl and curl (prints numbers)
+#   make install DESTDIR=... PREFIX=...
+#
+# DEVELOPER=1 (the default here, and in CI) turns warnings into errors; packagers
+# may build with DEVELOPER= to keep warnings as warnings.
+
+PREFIX ?= /usr/local
+prefix ?= $(PREFIX)
+bindir ?= $(prefix)/bin
+sbindir ?= $(prefix)/sbin
+mandir ?= $(prefix)/share/man
+libexecdir ?= $(prefix)/lib/orchestrate
+sysconfdir ?= /etc
+unitdir ?= $(prefix)/lib/systemd/system
+
+PKG_CONFIG ?= pkg-config
+CC ?= cc
+DEVELOPER ?= 1
+SANITIZE ?=
+V ?=
+
+PKGS = libcurl libcjson yaml-0.1 libsystemd
+PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS))
+PKG_LIBS := $(shell $(PKG_CONFIG) --libs $(PKGS))
+
+WARNINGS = -Wall -Wextra -Wshadow -Wpointer-arith -Wstrict-prototypes \
+	-Wmissing-prototypes -Wformat=2 -Wno-unused-parameter
+ifeq ($(DEVELOPER),1)
+WARNINGS += -Werror
+endif
+
+CFLAGS ?= -O2 -g
+ALL_CFLAGS = -std=gnu11 $(WARNINGS) -Iinclude $(PKG_CFLAGS) \
+	-DLIBEXECDIR='"$(libexecdir)"' $(CFLAGS)
+ALL_LDFLAGS = $(LDFLAGS)
+ifneq ($(SANITIZE),)
+ALL_CFLAGS += -fsanitize=$(SANITIZE) -fno-sanitize-recover=all -fno-omit-frame-pointer
+ALL_LDFLAGS += -fsanitize=$(SANITIZE)
+endif
+
+ifeq ($(V),)
+QUIET_CC = @echo '   ' CC $@;
+QUIET_LINK = @echo '   ' LINK $@;
+endif
+
+# The library every program links: base, etcd client, schema, fleet operations,
+# rendering and config.  Listed lowest layer first.
+LIB_OBJS = \
+	orchestrate/buf.o \
+	orchestrate/log.o \
+	orchestrate/base64.o \
+	orchestrate/etcd.o \
+	orchestrate/etcd_watch.o \
+	orchestrate/schema.o \
+	orchestrate/fleet.o \
+	orchestrate/hiera.o \
+	orchestrate/render.o \
+	orchestrate/config.o \
+	orchestrate/options.o \
+	orchestrate/netif.o
+
+CLI_OBJS = \
+	orchestrate/cli.o \
+	orchestrate/cmd_versions.o \
+	orchestrate/cmd_status.o \
+	orchestrate/cmd_services.o \
+	orchestrate/cmd_admin.o
+
+DAEMON_OBJS = \
+	orchestrate/orchestrated.o \
+	orchestrate/node.o \
+	orchestrate/hook.o \
+	orchestrate/loop.o
+
+UNIT_TESTS = \
+	tests/unit/test_schema \
+	tests/unit/test_hiera \
+	tests/unit/test_etcd_json \
+	tests/unit/test_config
+
+PROGRAMS = orchestrate orchestrated
+
+all: $(PROGRAMS)
+
+liborchestrate.a: $(LIB_OBJS)
+	$(QUIET_LINK)$(AR) rcs $@ $^
+
+orchestrate: $(CLI_OBJS) liborchestrate.a
+	$(QUIET_LINK)$(CC) $(ALL_CFLAGS) -o $@ $(CLI_OBJS) liborchestrate.a $(ALL_LDFLAGS) $(PKG_LIBS)
+
+orchestrated: $(DAEMON_OBJS) liborchestrate.a
+	$(QUIET_LINK)$(CC) $(ALL_CFLAGS) -o $@ $(DAEMON_OBJS) liborchestrate.a $(ALL_LDFLAGS) $(PKG_LIBS)
+
+%.o: %.c $(wildcard include/*.h) Makefile
+	$(QUIET_CC)$(CC) $(ALL_CFLAGS) -c -o $@ $<
+
+tests/unit/%: tests/unit/%.c tests/unit/tap.h liborchestrate.a
+	$(QUIET_LINK)$(CC) $(ALL_CFLAGS) -Itests/unit -o $@ $< liborchestrate.a $(ALL_LDFLAGS) $(PKG_LIBS)
+
+# The test runner is prove (TAP): unit drivers first, then the numbered shell
+# scripts, each of which starts its own etcd on free loopback ports.
+check: all $(UNIT_TESTS)
+	prove -v $(UNIT_TESTS) tests/t[0-9]*.sh
+
+check-unit: $(UNIT_TESTS)
+	prove $(UNIT_TESTS)
+
+bench: all
+	bench/bench.sh
+
+lint-man:
+	mandoc -Tlint -Wwarning man/*.[158]
+
+install: all
+	install -d $(DESTDIR)$(bindir) $(DESTDIR)$(sbindir) $(DESTDIR)$(libexecdir)/hooks \
+		$(DESTDIR)$(mandir)/man1 $(DESTDIR)$(mandir)/man5 $(DESTDIR)$(mandir)/man8 \
+		$(DESTDIR)$(unitdir)
+	install -m 0755 orchestrate $(DESTDIR)$(bindir)/orchestrate
+	install -m 0755 orchestrated $(DESTDIR)$(sbindir)/orchestrated
+	install -m 0755 hooks/config hooks/validate hooks/services hooks/upgrade.example \
+		$(DESTDIR)$(libexecdir)/hooks/
+	install -m 0644 man/orchestrate.1 $(DESTDIR)$(mandir)/man1/
+	install -m 0644 man/orchestrate.conf.5 $(DESTDIR)$(mandir)/man5/
+	install -m 0644 man/orchestrated.8 $(DESTDIR)$(mandir)/man8/
+	sed 's|@SBINDIR@|$(sbindir)|g' contrib/systemd/orchestrated.service.in \
+		> $(DESTDIR)$(unitdir)/orchestrated.service
+	chmod 0644 $(DESTDIR)$(unitdir)/orchestrated.service
+
+clean:
+	rm -f $(PROGRAMS) liborchestrate.a orchestrate/*.o $(UNIT_TESTS)
+	rm -rf tests/trash.*
+
+.PHONY: all check check-unit bench lint-man install clean
+.DELETE_ON_ERROR:

@@ -1,0 +1,250 @@
+/*
+ * etcd.h — a client for etcd's v3 HTTP/JSON gateway (etcd 3.4+), on libcurl.
+ *
+ * The client knows requests, endpoints, TLS, authentication, leases and watch
+ * streams; it knows nothing of orchestrate's key layout (that is schema.h).
+ *
+ * Endpoints.  A client holds a list of endpoints that form one cluster.  A request
+ * that fails on one member for a reason that another member may not share
+ * (connection refused, timeout, HTTP 5xx, "leader changed", "no leader") is sent
+ * to the next member; the member that answered is remembered and tried first
+ * next time.  Errors that every member would give (a refused permission, a
+ * compare that failed, a malformed request) are returned at once.
+ *
+ * Errors.  Every function returns 0 (or a count) on success and a negative
+ * errno-style code on failure; the client keeps a one-line description of the
+ * last failure for the caller to print (etcd_last_error()).  The codes:
+ *   -ECONNREFUSED  no endpoint answered (unreachable, timed out, 5xx everywhere)
+ *   -EACCES        authentication failed or permission denied
+ *   -EPROTO        a reply that is not what the gateway sends (bad JSON, types)
+ *   -ENOSPC        the cluster raised the NOSPACE alarm
+ *   -ESTALE        a watch's start revision was compacted (see etcd_watch)
+ *   -ETIMEDOUT     a blocking watch's deadline passed
+ *   -EINVAL        the request was refused as invalid (gRPC InvalidArgument)
+ *   -ENOMEM
+ *
+ * Gateway JSON.  int64 values are strings; fields holding zero, false or empty
+ * are left out (a txn that did not succeed has no "succeeded", a PUT event has no
+ * "type"); keys and values are base64.  The decoders in this file accept exactly
+ * that and nothing else; see etcd_decode_*() which the unit tests drive directly.
+ *
+ * Blocking and event-loop use.  The command line calls the blocking functions.
+ * The daemon uses the same blocking functions for short unary requests (each is
+ * bounded by the request timeout) and runs its watch streams asynchronously on
+ * its sd-event loop: etcd_client_attach_event() drives the client's stream multi
+ * handle from sd-event, after which etcd_watch_start() streams do not block.
+ */
+#ifndef ORCHESTRATE_ETCD_H
+#define ORCHESTRATE_ETCD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cjson/cJSON.h>
+
+struct etcd_client;
+typedef struct sd_event sd_event;
+
+struct etcd_options {
+	char **endpoints;		/* NULL-terminated list of URLs, at least one */
+	const char *cacert;		/* PEM CA bundle to verify servers, or NULL */
+	const char *cert;		/* client certificate (PEM), or NULL */
+	const char *key;		/* client key (PEM), or NULL */
+	const char *user;		/* etcd user, or NULL for no authentication */
+	const char *password;
+	long timeout_ms;		/* per request, per endpoint; 0 means 5000 */
+};
+
+/* One key-value pair.  key and value are NUL-terminated copies; the lengths
+ * are authoritative, since etcd keys and values may hold any bytes. */
+struct etcd_kv {
+	char *key;
+	size_t key_len;
+	char *value;
+	size_t value_len;
+	int64_t create_revision;
+	int64_t mod_revision;
+	int64_t version;
+	int64_t lease;
+};
+
+struct etcd_kv_list {
+	struct etcd_kv *kvs;
+	size_t n;
+	size_t cap;
+	int64_t revision;	/* the store revision the range was read at */
+	int64_t count;		/* total matching keys (count_only fills only this) */
+};
+
+#define ETCD_KV_LIST_INIT { NULL, 0, 0, 0, 0 }
+
+void etcd_kv_list_release(struct etcd_kv_list *l);
+static inline void etcd_kv_list_releasep(struct etcd_kv_list *l) { etcd_kv_list_release(l); }
+
+int etcd_client_new(const struct etcd_options *opts, struct etcd_client **ret);
+struct etcd_client *etcd_client_free(struct etcd_client *c);
+static inline void etcd_client_freep(struct etcd_client **c) { if (*c) etcd_client_free(*c); }
+
+/* "etcd 'http://10.0.0.1:2379': connection refused" — the last failure. */
+const char *etcd_last_error(const struct etcd_client *c);
+/* The endpoint that answered last (or will be tried first). */
+const char *etcd_current_endpoint(const struct etcd_client *c);
+
+/* Maps an error code to the exit status of SPEC §3: 69 unreachable, 77 auth. */
+int etcd_error_exit_code(int r);
+
+/* --- ranges ---------------------------------------------------------------- */
+
+enum {
+	ETCD_KEYS_ONLY = 1 << 0,	/* values are left empty */
+	ETCD_COUNT_ONLY = 1 << 1,	/* only ret->count and ret->revision */
+};
+
+/*
+ * Reads one key.  Returns 1 and fills *ret (if not NULL) when the key exists,
+ * 0 when it does not.  ret_revision (may be NULL) receives the store revision.
+ */
+int etcd_get(struct etcd_client *c, const char *key, struct etcd_kv *ret, int64_t *ret_revision);
+void etcd_kv_release(struct etcd_kv *kv);
+
+/*
+ * Reads every key starting with prefix, sorted by key, at one revision: pages
+ * of page_size keys (0: 5000), each pinned to the revision of the first page, so
+ * that a range of any size is one consistent snapshot.  revision 0 reads the
+ * newest; otherwise that revision (-ESTALE if compacted).
+ */
+int etcd_get_prefix(struct etcd_client *c, const char *prefix, unsigned flags,
+		    int64_t revision, struct etcd_kv_list *ret);
+/* As etcd_get_prefix() with an explicit page size (tests use a small one). */
+int etcd_get_prefix_paged(struct etcd_client *c, const char *prefix, unsigned flags,
+			  int64_t revision, long page_size, struct etcd_kv_list *ret);
+
+/* The range end that makes [prefix, end) cover every key starting with prefix;
+ * "\0" (all keys) for an empty prefix.  Returns the length written to end. */
+size_t etcd_prefix_end(const char *prefix, size_t len, char *end);
+
+/* --- writes ---------------------------------------------------------------- */
+
+int etcd_put(struct etcd_client *c, const char *key, const char *value, size_t value_len,
+	     int64_t lease);
+/* Deletes one key; returns the number deleted (0 or 1). */
+int etcd_delete(struct etcd_client *c, const char *key);
+/* Deletes every key starting with prefix; returns the number deleted. */
+int etcd_delete_prefix(struct etcd_client *c, const char *prefix);
+
+/*
+ * Transactions.  Build with etcd_txn_new() and the etcd_txn_*() helpers (each
+ * returns 0 or -ENOMEM), then commit.  *ret_succeeded tells whether the compares
+ * held (so the success branch ran).  Every multi-key change that must be atomic
+ * goes through one txn.
+ */
+enum etcd_cmp { ETCD_CMP_EQUAL, ETCD_CMP_NOT_EQUAL, ETCD_CMP_GREATER, ETCD_CMP_LESS };
+
+struct etcd_txn;
+struct etcd_txn *etcd_txn_new(void);
+struct etcd_txn *etcd_txn_free(struct etcd_txn *t);
+static inline void etcd_txn_freep(struct etcd_txn **t) { if (*t) etcd_txn_free(*t); }
+
+int etcd_txn_if_value(struct etcd_txn *t, const char *key, enum etcd_cmp cmp, const char *value);
+/* version 0 compares "the key does not exist". */
+int etcd_txn_if_version(struct etcd_txn *t, const char *key, enum etcd_cmp cmp, int64_t version);
+int etcd_txn_if_mod_revision(struct etcd_txn *t, const char *key, enum etcd_cmp cmp, int64_t rev);
+int etcd_txn_if_create_revision(struct etcd_txn *t, const char *key, enum etcd_cmp cmp, int64_t rev);
+/* on_success: the op runs when the compares hold; otherwise when they fail. */
+int etcd_txn_put(struct etcd_txn *t, bool on_success, const char *key, const char *value,
+		 int64_t lease);
+int etcd_txn_delete(struct etcd_txn *t, bool on_success, const char *key);
+int etcd_txn_delete_prefix(struct etcd_txn *t, bool on_success, const char *prefix);
+int etcd_txn_commit(struct etcd_client *c, struct etcd_txn *t, bool *ret_succeeded,
+		    int64_t *ret_revision);
+
+/* --- leases ---------------------------------------------------------------- */
+
+int etcd_lease_grant(struct etcd_client *c, int64_t ttl, int64_t *ret_id);
+/* One keepalive.  *ret_ttl is the remaining TTL; 0 means the lease is gone. */
+int etcd_lease_keepalive(struct etcd_client *c, int64_t id, int64_t *ret_ttl);
+int etcd_lease_revoke(struct etcd_client *c, int64_t id);
+
+/* --- cluster --------------------------------------------------------------- */
+
+/* POST /v3/maintenance/status on the current endpoint, failing over. */
+int etcd_status(struct etcd_client *c, char **ret_server_version, char **ret_endpoint);
+
+/* --- watches --------------------------------------------------------------- */
+
+enum etcd_event_type { ETCD_EVENT_PUT, ETCD_EVENT_DELETE };
+
+struct etcd_event {
+	enum etcd_event_type type;
+	struct etcd_kv kv;	/* for DELETE, only key and mod_revision */
+};
+
+/*
+ * Called with each batch of events (n may be 0 for progress), and the header
+ * revision of the frame.  Events at or below the revision already delivered are
+ * dropped before the call (etcd may repeat them after a reconnect).  Return 0 to
+ * go on, 1 to stop the watch, or a negative code to stop it with that error.
+ */
+typedef int (*etcd_watch_fn)(const struct etcd_event *events, size_t n, int64_t revision,
+			     void *userdata);
+
+/*
+ * Blocking watch for the command line: watches [key, key+prefix-end) (or one key
+ * when prefix is false) from start_revision, until fn returns non-zero or
+ * deadline_ms (CLOCK_MONOTONIC milliseconds, 0 for none) passes.  A stream that
+ * drops is resumed on the next endpoint from the last revision seen.  Returns fn's
+ * result, -ETIMEDOUT at the deadline, or -ESTALE (with *ret_compact_revision set
+ * when not NULL) when start_revision is compacted: the caller must read again.
+ */
+int etcd_watch(struct etcd_client *c, const char *key, bool prefix, int64_t start_revision,
+	       uint64_t deadline_ms, etcd_watch_fn fn, void *userdata,
+	       int64_t *ret_compact_revision);
+
+/*
+ * Asynchronous watches for the daemon.  After etcd_client_attach_event(), a
+ * watch started with etcd_watch_start() runs on the event loop.  It resumes by
+ * itself on a dropped stream (next endpoint, from the last revision seen + 1) and
+ * is reopened when it has been silent for idle_ms (a dead TCP stream must not
+ * hang the node).  on_error is called with -ESTALE when the resume revision was
+ * compacted (the watch has stopped: read everything again and start a new one),
+ * or with another code when it cannot go on; it is not called after
+ * etcd_watch_stop().
+ */
+struct etcd_watch;
+typedef void (*etcd_watch_error_fn)(struct etcd_watch *w, int error, int64_t compact_revision,
+				    void *userdata);
+
+int etcd_client_attach_event(struct etcd_client *c, sd_event *event);
+int etcd_watch_start(struct etcd_client *c, const char *key, bool prefix, int64_t start_revision,
+		     uint64_t idle_ms, etcd_watch_fn on_events, etcd_watch_error_fn on_error,
+		     void *userdata, struct etcd_watch **ret);
+struct etcd_watch *etcd_watch_stop(struct etcd_watch *w);
+/* The last revision delivered to on_events (start_revision - 1 before any). */
+int64_t etcd_watch_revision(const struct etcd_watch *w);
+/* How many times streams were reconnected (for metrics and tests). */
+uint64_t etcd_client_reconnects(const struct etcd_client *c);
+/* How many HTTP requests were sent (for benchmarks). */
+uint64_t etcd_client_requests(const struct etcd_client *c);
+
+/* --- decoding (exposed for unit tests and fuzzing) ------------------------ */
+
+/* Decodes one kv object of the gateway; -EPROTO on wrong types or bad base64. */
+int etcd_decode_kv(const cJSON *obj, struct etcd_kv *ret);
+/* Decodes a range response body into ret (appending). */
+int etcd_decode_range(const cJSON *body, struct etcd_kv_list *ret, bool *ret_more);
+/* Parses an int64 that the gateway sends as a string (or, leniently, a number);
+ * an absent field is 0. */
+int etcd_decode_int64(const cJSON *obj, const char *field, int64_t *ret);
+
+/*
+ * Decodes one frame of a watch stream.  Returns 0 and fills the out parameters
+ * for a result frame, -ESTALE (with *ret_compact) for a compaction cancel, -EPROTO
+ * for anything malformed, or the mapped error for an {"error":…} frame.
+ * ret_created tells a creation acknowledgement.
+ */
+int etcd_decode_watch_frame(const char *text, size_t len, struct etcd_event **ret_events,
+			    size_t *ret_n, int64_t *ret_revision, int64_t *ret_compact,
+			    bool *ret_created);
+void etcd_events_free(struct etcd_event *events, size_t n);
+
+#endif

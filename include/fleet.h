@@ -1,0 +1,135 @@
+/*
+ * fleet.h — fleet operations: what orchestrate means by versions, statuses,
+ * services, policies and pauses, as requests to etcd.
+ *
+ * This layer sits between the etcd client (which knows nothing of the layout)
+ * and the command line and daemon (which print, exit and run hooks).  Every
+ * change that touches several keys is one txn, so that a reader never sees a host
+ * in two states of one type, or under two running versions, or a current_version
+ * without its previous_version.  Functions neither print nor exit; they return 0
+ * (or a documented positive answer) or a negative errno-style code, and the
+ * etcd client's etcd_last_error() says what failed.
+ *
+ * Names (hosts, versions, services, groups) must be validated by the caller with
+ * schema_name_valid(); a function given an invalid name returns -EINVAL without
+ * sending any request.
+ */
+#ifndef ORCHESTRATE_FLEET_H
+#define ORCHESTRATE_FLEET_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "etcd.h"
+#include "hiera.h"
+#include "schema.h"
+
+struct fleet {
+	struct etcd_client *etcd;
+	const char *prefix;		/* "" for none */
+};
+
+/* --- versions -------------------------------------------------------------- */
+
+/* Returns 1 and *ret_version when current_version is set, 0 when not.  A value
+ * that is not a valid name is -EPROTO: an implausible answer is never a version. */
+int fleet_current_version(struct fleet *f, char **ret_version, int64_t *ret_revision);
+/* Sets current_version and previous_version in one txn.  With if_current, only
+ * when current_version still holds it (returns 1 when it did not, 0 when set). */
+int fleet_trigger_update(struct fleet *f, const char *version, const char *if_current);
+/* current ← previous in one txn, guarded against a concurrent change.  Returns
+ * 0 and *ret_version on success, 1 when there is nothing to roll back to. */
+int fleet_rollback(struct fleet *f, char **ret_version);
+
+/* Puts running_version/VERSION/HOST under lease and deletes the host's entries
+ * under every other version, in one txn. */
+int fleet_set_running_version(struct fleet *f, const char *host, const char *version,
+			      int64_t lease);
+/* Every version with at least one host, sorted; NULL-terminated. */
+int fleet_running_versions(struct fleet *f, char ***ret_versions);
+/* Hosts under running_version/VERSION, sorted; NULL-terminated. */
+int fleet_hosts_at_version(struct fleet *f, const char *version, char ***ret_hosts,
+			   int64_t *ret_revision);
+
+/* --- statuses -------------------------------------------------------------- */
+
+/*
+ * Moves host to STATE of TYPE: one txn that puts status/TYPE/STATE/HOST with
+ * {"time","version","exit_code","detail"} and deletes the host's key under every
+ * other state of that type.  detail is cut to SCHEMA_DETAIL_MAX bytes (keeping
+ * the tail, where a failed run's error is) and may be NULL; version may be NULL.
+ */
+int fleet_set_status(struct fleet *f, const char *host, enum status_type type,
+		     enum status_state state, const char *version, int exit_code,
+		     const char *detail);
+/* The host's state of TYPE (STATE_INVALID when it has none), with the value's
+ * detail when ret_detail is not NULL. */
+int fleet_get_status(struct fleet *f, const char *host, enum status_type type,
+		     enum status_state *ret_state, char **ret_detail);
+
+/* --- registration ---------------------------------------------------------- */
+
+/* Puts alive/HOST {"time","version","pid"} under lease, status/provisioned/
+ * success/HOST (one txn with the provisioned move) and groups/GROUP/HOST when
+ * group is not NULL. */
+int fleet_register(struct fleet *f, const char *host, const char *group, const char *version,
+		   long pid, int64_t lease);
+int fleet_provision(struct fleet *f, const char *host);
+/* Deletes every key of host in one txn; returns the number of keys deleted. */
+int fleet_decommission(struct fleet *f, const char *host);
+
+/* --- services -------------------------------------------------------------- */
+
+/* Puts available_services/SERVICE/HOST {"addresses":{…},"healthy":…,"version":…}
+ * under lease (0: none). */
+int fleet_publish_service(struct fleet *f, const char *service, const char *host,
+			  const struct catalog_entry *addresses, size_t n_addresses,
+			  bool healthy, const char *version, int64_t lease);
+int fleet_unpublish_service(struct fleet *f, const char *service, const char *host);
+/* Reads the whole catalog at one revision (0: newest). */
+int fleet_read_catalog(struct fleet *f, int64_t revision, struct catalog *ret);
+
+/* --- pause ----------------------------------------------------------------- */
+
+enum pause_scope { PAUSE_GLOBAL, PAUSE_GROUP, PAUSE_HOST };
+
+int fleet_pause(struct fleet *f, enum pause_scope scope, const char *name, const char *reason);
+/* Returns the number of keys removed (0 when it was not paused). */
+int fleet_resume(struct fleet *f, enum pause_scope scope, const char *name);
+/* Whether a pause applies to host (in group, may be NULL); *ret_reason says which
+ * and why ("global: kernel freeze"). Returns 1 paused, 0 not. */
+int fleet_paused(struct fleet *f, const char *host, const char *group, char **ret_reason);
+
+/* --- the fleet at a glance --------------------------------------------------- */
+
+struct host_view {
+	char *host;
+	char *running_version;		/* NULL when under none */
+	enum status_state puppet;	/* STATE_INVALID when none */
+	enum status_state validation;
+	enum status_state provisioned;
+	bool alive;
+	char *alive_version;		/* what alive/HOST says it runs */
+	char *group;
+	int64_t changed;		/* unix time of the newest status change */
+	char *detail;			/* detail of a failed or pending state */
+	int puppet_exit_code;
+};
+
+struct fleet_view {
+	struct host_view *hosts;	/* sorted by host */
+	size_t n;
+	char *current_version;		/* NULL when unset */
+	char *previous_version;
+	int64_t revision;
+};
+
+/* Reads everything about every host at one revision. */
+int fleet_view_read(struct fleet *f, struct fleet_view *ret);
+void fleet_view_release(struct fleet_view *v);
+static inline void fleet_view_releasep(struct fleet_view *v) { fleet_view_release(v); }
+
+/* Unix time now (seconds); the value stored in "time" fields. */
+int64_t fleet_now(void);
+
+#endif
