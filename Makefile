@@ -74,27 +74,34 @@ CLI_OBJS = \
 DAEMON_OBJS = \
 	orchestrate/orchestrated.o \
 	orchestrate/node.o \
-	orchestrate/hook.o \
-	orchestrate/loop.o
+	orchestrate/hook.o
 
 UNIT_TESTS = \
 	tests/unit/test_schema \
 	tests/unit/test_hiera \
 	tests/unit/test_etcd_json \
-	tests/unit/test_config
+	tests/unit/test_config \
+	tests/unit/test_render
 
-PROGRAMS = orchestrate orchestrated
+# The binaries go to bin/: orchestrate/ is the source folder, and a file cannot
+# share its name at the top of the tree.
+PROGRAMS = bin/orchestrate bin/orchestrated
 
 all: $(PROGRAMS)
 
 liborchestrate.a: $(LIB_OBJS)
 	$(QUIET_LINK)$(AR) rcs $@ $^
 
-orchestrate: $(CLI_OBJS) liborchestrate.a
+bin/orchestrate: $(CLI_OBJS) liborchestrate.a
+	@mkdir -p bin
 	$(QUIET_LINK)$(CC) $(ALL_CFLAGS) -o $@ $(CLI_OBJS) liborchestrate.a $(ALL_LDFLAGS) $(PKG_LIBS)
 
-orchestrated: $(DAEMON_OBJS) liborchestrate.a
+bin/orchestrated: $(DAEMON_OBJS) liborchestrate.a
+	@mkdir -p bin
 	$(QUIET_LINK)$(CC) $(ALL_CFLAGS) -o $@ $(DAEMON_OBJS) liborchestrate.a $(ALL_LDFLAGS) $(PKG_LIBS)
+
+# The command files share cli.h, the dispatcher's internal header.
+$(CLI_OBJS): orchestrate/cli.h
 
 %.o: %.c $(wildcard include/*.h) Makefile
 	$(QUIET_CC)$(CC) $(ALL_CFLAGS) -c -o $@ $<
@@ -120,8 +127,8 @@ install: all
 	install -d $(DESTDIR)$(bindir) $(DESTDIR)$(sbindir) $(DESTDIR)$(libexecdir)/hooks \
 		$(DESTDIR)$(mandir)/man1 $(DESTDIR)$(mandir)/man5 $(DESTDIR)$(mandir)/man8 \
 		$(DESTDIR)$(unitdir)
-	install -m 0755 orchestrate $(DESTDIR)$(bindir)/orchestrate
-	install -m 0755 orchestrated $(DESTDIR)$(sbindir)/orchestrated
+	install -m 0755 bin/orchestrate $(DESTDIR)$(bindir)/orchestrate
+	install -m 0755 bin/orchestrated $(DESTDIR)$(sbindir)/orchestrated
 	install -m 0755 hooks/config hooks/validate hooks/services hooks/upgrade.example \
 		$(DESTDIR)$(libexecdir)/hooks/
 	install -m 0644 man/orchestrate.1 $(DESTDIR)$(mandir)/man1/
@@ -132,7 +139,7 @@ install: all
 	chmod 0644 $(DESTDIR)$(unitdir)/orchestrated.service
 
 clean:
-	rm -f $(PROGRAMS) liborchestrate.a orchestrate/*.o $(UNIT_TESTS)
+	rm -f $(PROGRAMS) liborchestrate.a orchestrate.bin orchestrate/*.o $(UNIT_TESTS)
 	rm -rf tests/trash.*
 
 .PHONY: all check check-unit bench lint-man install clean

@@ -1,0 +1,1352 @@
+/*
+ * fleet.c — fleet operations (fleet.h): versions, statuses, registration,
+ * services, pauses and the whole-fleet view, as requests to etcd.
+ *
+ * Every key comes from schema.h's builders and every name is checked with
+ * schema_name_valid() before the first request, so a hostile name can never
+ * address another key.  Every change that touches several keys is one txn (the
+ * invariants of SPEC §2 hold at every revision), and every read of several
+ * prefixes is pinned to one revision, so a reader never mixes two moments.
+ *
+ * Keys read back from etcd are split with key_split(), which refuses anything
+ * that is not made of valid names: a key written by hand with a strange name is
+ * skipped, never turned into a host, version or service.  Values are JSON built
+ * and read with cJSON; a value that does not parse is treated as carrying no
+ * fields rather than as an error, because one broken key must not hide the rest
+ * of the fleet.
+ *
+ * The whole-fleet view (fleet_view_read) must stay fast at 10,000+ hosts: host
+ * names are collected from every range, sorted and de-duplicated once, and each
+ * key then finds its host by binary search — O(n log n) overall.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <cjson/cJSON.h>
+
+#include "buf.h"
+#include "cleanup.h"
+#include "etcd.h"
+#include "fleet.h"
+#include "hiera.h"
+#include "schema.h"
+
+/* How often trigger_update re-reads and retries when its compare lost a race
+ * with another writer (not a failure of the request), with a short random pause
+ * growing with each attempt so that racing writers spread out. */
+#define TRIGGER_RETRIES 10
+#define TRIGGER_BACKOFF_MS 10
+/* etcd refuses txns with more operations than --max-txn-ops (default 128);
+ * decommission splits its deletes into txns of at most this many. */
+#define TXN_MAX_OPS 100
+
+static inline void etcd_kv_releasep(struct etcd_kv *kv) { etcd_kv_release(kv); }
+
+int64_t fleet_now(void)
+{
+	return (int64_t)time(NULL);
+}
+
+static const char *fleet_prefix(const struct fleet *f)
+{
+	return f->prefix ? f->prefix : "";
+}
+
+static bool name_ok(const char *name)
+{
+	return name && schema_name_valid(name);
+}
+
+/* NULL is fine (the field is optional); anything else must be a valid name. */
+static bool optional_name_ok(const char *name)
+{
+	return !name || schema_name_valid(name);
+}
+
+/* A value is a plausible name only when it holds no NUL and is a valid name. */
+static bool value_is_name(const char *value, size_t len)
+{
+	return value && strlen(value) == len && schema_name_valid(value);
+}
+
+/* The write helpers may answer with a count; these functions promise 0. */
+static int written(int r)
+{
+	return r < 0 ? r : 0;
+}
+
+/* --- text -------------------------------------------------------------------- */
+
+/* Length of the well-formed UTF-8 sequence at s (1–4), 0 when it is not one:
+ * overlong forms, surrogates and code points past U+10FFFF are refused. */
+static size_t utf8_sequence(const unsigned char *s, size_t n)
+{
+	unsigned c = s[0];
+	size_t len;
+	uint32_t cp, min;
+
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf) {
+		len = 2, cp = c & 0x1f, min = 0x80;
+	} else if ((c & 0xf0) == 0xe0) {
+		len = 3, cp = c & 0x0f, min = 0x800;
+	} else if (c >= 0xf0 && c <= 0xf4) {
+		len = 4, cp = c & 0x07, min = 0x10000;
+	} else {
+		return 0;
+	}
+	if (n < len)
+		return 0;
+	for (size_t i = 1; i < len; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = (cp << 6) | (s[i] & 0x3f);
+	}
+	if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return len;
+}
+
+/*
+ * The last max bytes of s as valid UTF-8.  A failed run's error is at the end of
+ * its output, so the tail is what is kept; the cut never splits a multibyte
+ * sequence, and invalid bytes become U+FFFD (cJSON would emit them raw and make
+ * the value invalid JSON for every other reader).
+ */
+static int text_tail(const char *s, size_t max, char **ret)
+{
+	_cleanup_(buf_releasep) struct buf b = BUF_INIT;
+	size_t len = strlen(s);
+	const unsigned char *p = (const unsigned char *)s, *end = p + len;
+	int r;
+
+	if (len > max) {
+		p = end - max;
+		/* the continuation bytes of a sequence the cut went through */
+		for (int i = 0; i < 3 && p < end && (*p & 0xc0) == 0x80; i++)
+			p++;
+	}
+	r = buf_grow(&b, (size_t)(end - p));
+	if (r < 0)
+		return r;
+	while (p < end) {
+		size_t n = utf8_sequence(p, (size_t)(end - p));
+		if (n)
+			r = buf_add(&b, p, n);
+		else
+			r = buf_add(&b, "\xef\xbf\xbd", 3), n = 1;
+		if (r < 0)
+			return r;
+		p += n;
+	}
+	if (b.len > max) {
+		/* replacements made it longer: cut again at a character boundary */
+		size_t start = b.len - max;
+		while (start < b.len && (b.data[start] & 0xc0) == 0x80)
+			start++;
+		buf_consume(&b, start);
+	}
+	*ret = buf_detach(&b);
+	return *ret ? 0 : -ENOMEM;
+}
+
+/* --- JSON values ------------------------------------------------------------- */
+
+static int json_print(cJSON *obj, char **ret)
+{
+	*ret = cJSON_PrintUnformatted(obj);
+	return *ret ? 0 : -ENOMEM;
+}
+
+static int json_add_time(cJSON *obj, const char *name, int64_t t)
+{
+	return cJSON_AddNumberToObject(obj, name, (double)t) ? 0 : -ENOMEM;
+}
+
+static int json_add_string(cJSON *obj, const char *name, const char *s)
+{
+	if (!s)
+		return 0;
+	return cJSON_AddStringToObject(obj, name, s) ? 0 : -ENOMEM;
+}
+
+/* Parses a value read from etcd; NULL when it is not a JSON object. */
+static cJSON *json_parse_object(const struct etcd_kv *kv)
+{
+	if (!kv->value || kv->value_len == 0)
+		return NULL;
+	cJSON *j = cJSON_ParseWithLength(kv->value, kv->value_len);
+	if (j && !cJSON_IsObject(j)) {
+		cJSON_Delete(j);
+		return NULL;
+	}
+	return j;
+}
+
+static int64_t json_get_int(const cJSON *obj, const char *name)
+{
+	const cJSON *n = cJSON_GetObjectItemCaseSensitive(obj, name);
+	if (!cJSON_IsNumber(n))
+		return 0;
+	if (n->valuedouble > 9.2e18 || n->valuedouble < -9.2e18)
+		return 0;
+	return (int64_t)n->valuedouble;
+}
+
+static const char *json_get_string(const cJSON *obj, const char *name)
+{
+	const cJSON *s = cJSON_GetObjectItemCaseSensitive(obj, name);
+	return cJSON_IsString(s) ? s->valuestring : NULL;
+}
+
+/* {"time":N,"version":"…","exit_code":N,"detail":"…"} */
+static int status_value(const char *version, int exit_code, const char *detail, char **ret)
+{
+	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
+	_cleanup_(freep) char *tail = NULL;
+	int r;
+
+	if (!obj)
+		return -ENOMEM;
+	if (detail) {
+		r = text_tail(detail, SCHEMA_DETAIL_MAX, &tail);
+		if (r < 0)
+			return r;
+	}
+	if ((r = json_add_time(obj, "time", fleet_now())) < 0 ||
+	    (r = json_add_string(obj, "version", version)) < 0)
+		return r;
+	if (!cJSON_AddNumberToObject(obj, "exit_code", exit_code))
+		return -ENOMEM;
+	if ((r = json_add_string(obj, "detail", tail)) < 0)
+		return r;
+	return json_print(obj, ret);
+}
+
+/* --- small helpers ------------------------------------------------------------- */
+
+/* A growing NULL-terminated string vector, for sorted answers. */
+struct strv_builder {
+	char **v;
+	size_t n, cap;
+};
+
+static void strv_builder_release(struct strv_builder *b)
+{
+	for (size_t i = 0; i < b->n; i++)
+		free(b->v[i]);
+	free(b->v);
+	b->v = NULL;
+	b->n = b->cap = 0;
+}
+
+static int strv_builder_push(struct strv_builder *b, const char *s)
+{
+	if (b->n + 2 > b->cap) {
+		size_t cap = b->cap ? b->cap * 2 : 16;
+		char **v = realloc(b->v, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		b->v = v;
+		b->cap = cap;
+	}
+	b->v[b->n] = strdup(s);
+	if (!b->v[b->n])
+		return -ENOMEM;
+	b->n++;
+	return 0;
+}
+
+static int strv_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Sorts, drops duplicates and hands out the NULL-terminated vector. */
+static int strv_builder_finish(struct strv_builder *b, char ***ret)
+{
+	if (b->n + 1 > b->cap) {
+		char **v = realloc(b->v, (b->n + 1) * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		b->v = v;
+		b->cap = b->n + 1;
+	}
+	qsort(b->v, b->n, sizeof(*b->v), strv_cmp);
+	size_t w = 0;
+	for (size_t i = 0; i < b->n; i++) {
+		if (w > 0 && strcmp(b->v[w - 1], b->v[i]) == 0)
+			free(b->v[i]);
+		else
+			b->v[w++] = b->v[i];
+	}
+	b->v[w] = NULL;
+	*ret = b->v;
+	b->v = NULL;
+	b->n = b->cap = 0;
+	return 0;
+}
+
+static void strv_builder_releasep(struct strv_builder *b) { strv_builder_release(b); }
+
+/* Whether kv holds exactly key (a prefix range may return longer keys too). */
+static bool kv_is(const struct etcd_kv *kv, const char *key)
+{
+	return kv->key_len == strlen(key) && memcmp(kv->key, key, kv->key_len) == 0;
+}
+
+/* --- versions ------------------------------------------------------------------ */
+
+int fleet_current_version(struct fleet *f, char **ret_version, int64_t *ret_revision)
+{
+	_cleanup_(freep) char *key = key_current_version(fleet_prefix(f));
+	_cleanup_(etcd_kv_releasep) struct etcd_kv kv = { 0 };
+	int r;
+
+	if (!key)
+		return -ENOMEM;
+	r = etcd_get(f->etcd, key, &kv, ret_revision);
+	if (r <= 0)
+		return r;
+	if (!value_is_name(kv.value, kv.value_len))
+		return -EPROTO;
+	if (ret_version) {
+		*ret_version = strdup(kv.value);
+		if (!*ret_version)
+			return -ENOMEM;
+	}
+	return 1;
+}
+
+static void backoff(int attempt)
+{
+	long ms = TRIGGER_BACKOFF_MS * attempt;
+	ms = ms / 2 + random() % (ms / 2 + 1);
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+	nanosleep(&ts, NULL);
+}
+
+/*
+ * Read, then a txn guarded by what was read: the compare on current_version's
+ * mod_revision (or its absence) makes the previous_version written the one that
+ * was really replaced.  A lost compare means another writer came between; the
+ * read is repeated (and with if_current, re-checked) a few times.  Returns
+ * -EAGAIN when every attempt lost.
+ */
+int fleet_trigger_update(struct fleet *f, const char *version, const char *if_current)
+{
+	if (!name_ok(version) || !optional_name_ok(if_current))
+		return -EINVAL;
+
+	_cleanup_(freep) char *cur_key = key_current_version(fleet_prefix(f));
+	_cleanup_(freep) char *prev_key = key_previous_version(fleet_prefix(f));
+	if (!cur_key || !prev_key)
+		return -ENOMEM;
+
+	for (int attempt = 0; attempt < TRIGGER_RETRIES; attempt++) {
+		_cleanup_(etcd_kv_releasep) struct etcd_kv kv = { 0 };
+		_cleanup_(etcd_txn_freep) struct etcd_txn *t = NULL;
+		bool exists, old_ok, succeeded = false;
+		int r;
+
+		if (attempt > 0)
+			backoff(attempt);
+		r = etcd_get(f->etcd, cur_key, &kv, NULL);
+		if (r < 0)
+			return r;
+		exists = r > 0;
+		old_ok = exists && value_is_name(kv.value, kv.value_len);
+		if (if_current && (!old_ok || strcmp(kv.value, if_current) != 0))
+			return 1;
+		/* already set: writing it again would only wake every node */
+		if (old_ok && strcmp(kv.value, version) == 0)
+			return 0;
+
+		t = etcd_txn_new();
+		if (!t)
+			return -ENOMEM;
+		if (exists)
+			r = etcd_txn_if_mod_revision(t, cur_key, ETCD_CMP_EQUAL, kv.mod_revision);
+		else
+			r = etcd_txn_if_version(t, cur_key, ETCD_CMP_EQUAL, 0);
+		if (r < 0)
+			return r;
+		r = etcd_txn_put(t, true, cur_key, version, 0);
+		if (r < 0)
+			return r;
+		/* an implausible old value is not worth remembering as a version */
+		if (old_ok) {
+			r = etcd_txn_put(t, true, prev_key, kv.value, 0);
+			if (r < 0)
+				return r;
+		}
+		r = etcd_txn_commit(f->etcd, t, &succeeded, NULL);
+		if (r < 0)
+			return r;
+		if (succeeded)
+			return 0;
+	}
+	return -EAGAIN;
+}
+
+/*
+ * Swaps current and previous in one txn guarded by both mod_revisions.  A lost
+ * compare is not retried: someone changed the versions meanwhile, and rolling
+ * back their change is not what was asked; -EBUSY says so.
+ */
+int fleet_rollback(struct fleet *f, char **ret_version)
+{
+	_cleanup_(freep) char *cur_key = key_current_version(fleet_prefix(f));
+	_cleanup_(freep) char *prev_key = key_previous_version(fleet_prefix(f));
+	_cleanup_(etcd_kv_releasep) struct etcd_kv cur = { 0 };
+	_cleanup_(etcd_kv_releasep) struct etcd_kv prev = { 0 };
+	_cleanup_(etcd_txn_freep) struct etcd_txn *t = NULL;
+	bool have_cur, cur_ok, succeeded = false;
+	int r;
+
+	if (!cur_key || !prev_key)
+		return -ENOMEM;
+	r = etcd_get(f->etcd, cur_key, &cur, NULL);
+	if (r < 0)
+		return r;
+	have_cur = r > 0;
+	cur_ok = have_cur && value_is_name(cur.value, cur.value_len);
+	r = etcd_get(f->etcd, prev_key, &prev, NULL);
+	if (r < 0)
+		return r;
+	if (r == 0)
+		return 1;
+	if (!value_is_name(prev.value, prev.value_len))
+		return -EPROTO;
+	if (cur_ok && strcmp(cur.value, prev.value) == 0)
+		return 1;
+
+	t = etcd_txn_new();
+	if (!t)
+		return -ENOMEM;
+	if (have_cur)
+		r = etcd_txn_if_mod_revision(t, cur_key, ETCD_CMP_EQUAL, cur.mod_revision);
+	else
+		r = etcd_txn_if_version(t, cur_key, ETCD_CMP_EQUAL, 0);
+	if (r < 0)
+		return r;
+	if ((r = etcd_txn_if_mod_revision(t, prev_key, ETCD_CMP_EQUAL, prev.mod_revision)) < 0 ||
+	    (r = etcd_txn_put(t, true, cur_key, prev.value, 0)) < 0)
+		return r;
+	if (cur_ok)
+		r = etcd_txn_put(t, true, prev_key, cur.value, 0);
+	else
+		r = etcd_txn_delete(t, true, prev_key);
+	if (r < 0)
+		return r;
+	r = etcd_txn_commit(f->etcd, t, &succeeded, NULL);
+	if (r < 0)
+		return r;
+	if (!succeeded)
+		return -EBUSY;
+	if (ret_version) {
+		*ret_version = strdup(prev.value);
+		if (!*ret_version)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+int fleet_set_running_version(struct fleet *f, const char *host, const char *version,
+			      int64_t lease)
+{
+	if (!name_ok(host) || !name_ok(version))
+		return -EINVAL;
+
+	const char *P = fleet_prefix(f);
+	_cleanup_(freep) char *dir = key_running_version_dir(P);
+	_cleanup_(freep) char *key = key_running_version(P, version, host);
+	_cleanup_(freep) char *value = NULL;
+	_cleanup_(etcd_kv_list_releasep) struct etcd_kv_list list = ETCD_KV_LIST_INIT;
+	_cleanup_(etcd_txn_freep) struct etcd_txn *t = NULL;
+	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
+	int r;
+
+	if (!dir || !key || !obj)
+		return -ENOMEM;
+	if ((r = json_add_time(obj, "time", fleet_now())) < 0 || (r = json_print(obj, &value)) < 0)
+		return r;
+	/* The host's entries under other versions: only this host writes them, so
+	 * what this range finds is what the txn must delete. */
+	r = etcd_get_prefix(f->etcd, dir, ETCD_KEYS_ONLY, 0, &list);
+	if (r < 0)
+		return r;
+	t = etcd_txn_new();
+	if (!t)
+		return -ENOMEM;
+	r = etcd_txn_put(t, true, key, value, lease);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < list.n; i++) {
+		_cleanup_(freep) char *copy = NULL;
+		_cleanup_(freep) char *old = NULL;
+		char *parts[2];
+
+		if (key_split(list.kvs[i].key, list.kvs[i].key_len, dir, parts, 2, &copy) != 2)
+			continue;
+		if (strcmp(parts[1], host) != 0 || strcmp(parts[0], version) == 0)
+			continue;
+		old = key_running_version(P, parts[0], host);
+		if (!old)
+			return -ENOMEM;
+		r = etcd_txn_delete(t, true, old);
+		if (r < 0)
+			return r;
+	}
+	return written(etcd_txn_commit(f->etcd, t, NULL, NULL));
+}
+
+int fleet_running_versions(struct fleet *f, char ***ret_versions)
+{
+	_cleanup_(freep) char *dir = key_running_version_dir(fleet_prefix(f));
+	_cleanup_(etcd_kv_list_releasep) struct etcd_kv_list list = ETCD_KV_LIST_INIT;
+	_cleanup_(strv_builder_releasep) struct strv_builder b = { 0 };
+	int r;
+
+	if (!dir)
+		return -ENOMEM;
+	r = etcd_get_prefix(f->etcd, dir, ETCD_KEYS_ONLY, 0, &list);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < list.n; i++) {
+		_cleanup_(freep) char *copy = NULL;
+		char *parts[2];
+
+		if (key_split(list.kvs[i].key, list.kvs[i].key_len, dir, parts, 2, &copy) != 2)
+			continue;
+		/* keys are sorted, so one version's hosts are adjacent */
+		if (b.n > 0 && strcmp(b.v[b.n - 1], parts[0]) == 0)
+			continue;
+		r = strv_builder_push(&b, parts[0]);
+		if (r < 0)
+			return r;
+	}
+	return strv_builder_finish(&b, ret_versions);
+}
+
+int fleet_hosts_at_version(struct fleet *f, const char *version, char ***ret_hosts,
+			   int64_t *ret_revision)
+{
+	if (!name_ok(version))
+		return -EINVAL;
+
+	_cleanup_(freep) char *dir = key_running_version_version_dir(fleet_prefix(f), version);
+	_cleanup_(etcd_kv_list_releasep) struct etcd_kv_list list = ETCD_KV_LIST_INIT;
+	_cleanup_(strv_builder_releasep) struct strv_builder b = { 0 };
+	int r;
+
+	if (!dir)
+		return -ENOMEM;
+	r = etcd_get_prefix(f->etcd, dir, ETCD_KEYS_ONLY, 0, &list);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < list.n; i++) {
+		_cleanup_(freep) char *copy = NULL;
+		char *parts[1];
+
+		if (key_split(list.kvs[i].key, list.kvs[i].key_len, dir, parts, 1, &copy) != 1)
+			continue;
+		r = strv_builder_push(&b, parts[0]);
+		if (r < 0)
+			return r;
+	}
+	if (ret_revision)
+		*ret_revision = list.revision;
+	return strv_builder_finish(&b, ret_hosts);
+}
+
+/* --- statuses -------------------------------------------------------------------- */
+
+/* Adds to t the deletes of host's key under every state of type but keep. */
+static int txn_delete_other_states(struct etcd_txn *t, const char *P, const char *host,
+				   enum status_type type, enum status_state keep)
+{
+	for (int s = 0; s < _STATE_MAX; s++) {
+		if (s == (int)keep || !status_state_allowed(type, (enum status_state)s))
+			continue;
+		_cleanup_(freep) char *key = key_status(P, type, (enum status_state)s, host);
+		if (!key)
+			return -ENOMEM;
+		int r = etcd_txn_delete(t, true, key);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+static bool type_valid(enum status_type type)
+{
+	return (int)type >= 0 && type < _STATUS_TYPE_MAX;
+}
+
+int fleet_set_status(struct fleet *f, const char *host, enum status_type type,
+		     enum status_state state, const char *version, int exit_code,
+		     const char *detail)
+{
+	if (!name_ok(host) || !optional_name_ok(version) || !type_valid(type) ||
+	    !status_state_allowed(type, state))
+		return -EINVAL;
+
+	const char *P = fleet_prefix(f);
+	_cleanup_(freep) char *key = key_status(P, type, state, host);
+	_cleanup_(freep) char *value = NULL;
+	_cleanup_(etcd_txn_freep) struct etcd_txn *t = NULL;
+	int r;
+
+	if (!key)
+		return -ENOMEM;
+	r = status_value(version, exit_code, detail, &value);
+	if (r < 0)
+		return r;
+	t = etcd_txn_new();
+	if (!t)
+		return -ENOMEM;
+	if ((r = etcd_txn_put(t, true, key, value, 0)) < 0 ||
+	    (r = txn_delete_other_states(t, P, host, type, state)) < 0)
+		return r;
+	return written(etcd_txn_commit(f->etcd, t, NULL, NULL));
+}
+
+/*
+ * One small range per allowed state, all pinned to the revision of the first, so
+ * a state change between them cannot show the host in two states or in none.  A
+ * range on the exact key also matches longer keys ("web1" and "web10"), which are
+ * filtered out.
+ */
+int fleet_get_status(struct fleet *f, const char *host, enum status_type type,
+		     enum status_state *ret_state, char **ret_detail)
+{
+	if (!name_ok(host) || !type_valid(type))
+		return -EINVAL;
+
+	const char *P = fleet_prefix(f);
+	enum status_state found = STATE_INVALID;
+	int64_t found_time = -1, revision = 0;
+	_cleanup_(freep) char *detail = NULL;
+	int r;
+
+	for (int s = 0; s < _STATE_MAX; s++) {
+		if (!status_state_allowed(type, (enum status_state)s))
+			continue;
+		_cleanup_(freep) char *key = key_status(P, type, (enum status_state)s, host);
+		_cleanup_(etcd_kv_list_releasep) struct etcd_kv_list list = ETCD_KV_LIST_INIT;
+		if (!key)
+			return -ENOMEM;
+		r = etcd_get_prefix(f->etcd, key, 0, revision, &list);
+		if (r < 0)
+			return r;
+		if (revision == 0)
+			revision = list.revision;
+		for (size_t i = 0; i < list.n; i++) {
+			if (!kv_is(&list.kvs[i], key))
+				continue;
+			_cleanup_(cJSON_Deletep) cJSON *obj = json_parse_object(&list.kvs[i]);
+			int64_t t = json_get_int(obj, "time");
+			/* two states at once only happen by hand; the newest wins */
+			if (t <= found_time)
+				continue;
+			found = (enum status_state)s;
+			found_time = t;
+			free(detail);
+			detail = NULL;
+			const char *d = json_get_string(obj, "detail");
+			if (d && (r = text_tail(d, SCHEMA_DETAIL_MAX, &detail)) < 0)
+				return r;
+		}
+	}
+	if (ret_state)
+		*ret_state = found;
+	if (ret_detail)
+		*ret_detail = TAKE_PTR(detail);
+	return 0;
+}
+
+/* --- registration ---------------------------------------------------------------- */
+
+int fleet_register(struct fleet *f, const char *host, const char *group, const char *version,
+		   long pid, int64_t lease)
+{
+	if (!name_ok(host) || !optional_name_ok(group) || !optional_name_ok(version))
+		return -EINVAL;
+
+	const char *P = fleet_prefix(f);
+	_cleanup_(freep) char *alive_key = key_alive(P, host);
+	_cleanup_(freep) char *ok_key = key_status(P, STATUS_PROVISIONED, STATE_SUCCESS, host);
+	_cleanup_(freep) char *group_key = group ? key_group_host(P, group, host) : NULL;
+	_cleanup_(freep) char *alive_value = NULL, *ok_value = NULL;
+	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
+	_cleanup_(etcd_txn_freep) struct etcd_txn *t = etcd_txn_new();
+	int r;
+
+	if (!alive_key || !ok_key || (group && !group_key) || !obj || !t)
+		return -ENOMEM;
+	if ((r = json_add_time(obj, "time", fleet_now())) < 0 ||
+	    (r = json_add_string(obj, "version", version)) < 0)
+		return r;
+	if (!cJSON_AddNumberToObject(obj, "pid", (double)pid))
+		return -ENOMEM;
+	if ((r = json_print(obj, &alive_value)) < 0 ||
+	    (r = status_value(version, 0, NULL, &ok_value)) < 0)
+		return r;
+
+	/*
+	 * When the host is already provisioned its key is left alone (the failure
+	 * branch writes it): rewriting it at every start would make its "time" say
+	 * nothing.  Both branches put alive and the group.
+	 */
+	r = etcd_txn_if_version(t, ok_key, ETCD_CMP_GREATER, 0);
+	if (r < 0)
+		return r;
+	for (int branch = 0; branch < 2; branch++) {
+		bool on = branch == 0;
+		if ((r = etcd_txn_put(t, on, alive_key, alive_value, lease)) < 0)
+			return r;
+		if (group_key && (r = etcd_txn_put(t, on, group_key, "", 0)) < 0)
+			return r;
+	}
+	if ((r = etcd_txn_put(t, false, ok_key, ok_value, 0)) < 0)
+		return r;
+	for (int s = 0; s < _STATE_MAX; s++) {
+		if (s == STATE_SUCCESS || !status_state_allowed(STATUS_PROVISIONED, (enum status_state)s))
+			continue;
+		_cleanup_(freep) char *key = key_status(P, STATUS_PROVISIONED, (enum status_state)s, host);
+		if (!key)
+			return -ENOMEM;
+		if ((r = etcd_txn_delete(t, false, key)) < 0)
+			return r;
+	}
+	return written(etcd_txn_commit(f->etcd, t, NULL, NULL));
+}
+
+int fleet_provision(struct fleet *f, const char *host)
+{
+	return fleet_set_status(f, host, STATUS_PROVISIONED, STATE_SUCCESS, NULL, 0, NULL);
+}
+
+/* Collects the keys (rebuilt from their validated parts) below dir whose last
+ * component is host; parts is the number of components below dir. */
+static int collect_host_keys(const struct etcd_kv_list *list, const char *dir, int nparts,
+			     const char *host, struct strv_builder *keys)
+{
+	for (size_t i = 0; i < list->n; i++) {
+		_cleanup_(freep) char *copy = NULL;
+		char *parts[3];
+
+		if (key_split(list->kvs[i].key, list->kvs[i].key_len, dir, parts, nparts,
+			      &copy) != nparts)
+			continue;
+		if (strcmp(parts[nparts - 1], host) != 0)
+			continue;
+		/* the key as read: key_split proved it is dir plus valid names */
+		int r = strv_builder_push(keys, list->kvs[i].key);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/*
+ * Finds every key of host (ranges over the directories where a host appears
+ * below some other name, keys only, at one revision; gets for its own keys) and
+ * deletes them in one txn.  Returns the number of keys found, which is the
+ * number deleted unless someone wrote or deleted one in between.  A host with
+ * more keys than etcd allows in one txn (over a hundred services) is removed in
+ * several.
+ */
+int fleet_decommission(struct fleet *f, const char *host)
+{
+	if (!name_ok(host))
+		return -EINVAL;
+
+	const char *P = fleet_prefix(f);
+	struct {
+		char *(*dir)(const char *prefix);
+		int parts;
+	} dirs[] = {
+		{ key_status_dir, 3 },
+		{ key_running_version_dir, 2 },
+		{ key_services_dir, 2 },
+		{ key_groups_dir, 2 },
+	};
+	char *(*own[])(const char *prefix, const char *host) = {
+		key_alive, key_rollout_holder, key_pause_host,
+	};
+	_cleanup_(strv_builder_releasep) struct strv_builder keys = { 0 };
+	int64_t revision = 0;
+	int r;
+
+	for (size_t d = 0; d < ELEMENTSOF(dirs); d++) {
+		_cleanup_(freep) char *dir = dirs[d].dir(P);
+		_cleanup_(etcd_kv_list_releasep) struct etcd_kv_list list = ETCD_KV_LIST_INIT;
+		if (!dir)
+			return -ENOMEM;
+		r = etcd_get_prefix(f->etcd, dir, ETCD_KEYS_ONLY, revision, &list);
+		if (r < 0)
+			return r;
+		if (revision == 0)
+			revision = list.revision;
+		r = collect_host_keys(&list, dir, dirs[d].parts, host, &keys);
+		if (r < 0)
+			return r;
+	}
+	for (size_t k = 0; k < ELEMENTSOF(own); k++) {
+		_cleanup_(freep) char *key = own[k](P, host);
+		_cleanup_(etcd_kv_list_releasep) struct etcd_kv_list list = ETCD_KV_LIST_INIT;
+		if (!key)
+			return -ENOMEM;
+		r = etcd_get_prefix(f->etcd, key, ETCD_KEYS_ONLY, revision, &list);
+		if (r < 0)
+			return r;
+		for (size_t i = 0; i < list.n; i++)
+			if (kv_is(&list.kvs[i], key) && (r = strv_builder_push(&keys, key)) < 0)
+				return r;
+	}
+
+	for (size_t start = 0; start < keys.n; start += TXN_MAX_OPS) {
+		_cleanup_(etcd_txn_freep) struct etcd_txn *t = etcd_txn_new();
+		if (!t)
+			return -ENOMEM;
+		for (size_t i = start; i < keys.n && i < start + TXN_MAX_OPS; i++)
+			if ((r = etcd_txn_delete(t, true, keys.v[i])) < 0)
+				return r;
+		r = etcd_txn_commit(f->etcd, t, NULL, NULL);
+		if (r < 0)
+			return r;
+	}
+	return keys.n > INT32_MAX ? INT32_MAX : (int)keys.n;
+}
+
+/* --- services ---------------------------------------------------------------------- */
+
+static bool address_valid(const char *a)
+{
+	unsigned char bin[16];
+	return a && (inet_pton(AF_INET, a, bin) == 1 || inet_pton(AF_INET6, a, bin) == 1);
+}
+
+/*
+ * The value maps each interface to one address; when an interface is given twice
+ * the first address is kept, since the format has room for one.
+ */
+int fleet_publish_service(struct fleet *f, const char *service, const char *host,
+			  const struct catalog_entry *addresses, size_t n_addresses,
+			  bool healthy, const char *version, int64_t lease)
+{
+	if (!name_ok(service) || !name_ok(host) || !optional_name_ok(version) ||
+	    (n_addresses && !addresses))
+		return -EINVAL;
+	for (size_t i = 0; i < n_addresses; i++)
+		if (!name_ok(addresses[i].iface) || !address_valid(addresses[i].address))
+			return -EINVAL;
+
+	_cleanup_(freep) char *key = key_service(fleet_prefix(f), service, host);
+	_cleanup_(freep) char *value = NULL;
+	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
+	cJSON *addrs;
+	int r;
+
+	if (!key || !obj)
+		return -ENOMEM;
+	addrs = cJSON_AddObjectToObject(obj, "addresses");
+	if (!addrs)
+		return -ENOMEM;
+	for (size_t i = 0; i < n_addresses; i++) {
+		if (cJSON_GetObjectItemCaseSensitive(addrs, addresses[i].iface))
+			continue;
+		if (!cJSON_AddStringToObject(addrs, addresses[i].iface, addresses[i].address))
+			return -ENOMEM;
+	}
+	if (!cJSON_AddBoolToObject(obj, "healthy", healthy))
+		return -ENOMEM;
+	if ((r = json_add_string(obj, "version", version)) < 0 || (r = json_print(obj, &value)) < 0)
+		return r;
+	return written(etcd_put(f->etcd, key, value, strlen(value), lease));
+}
+
+int fleet_unpublish_service(struct fleet *f, const char *service, const char *host)
+{
+	if (!name_ok(service) || !name_ok(host))
+		return -EINVAL;
+
+	_cleanup_(freep) char *key = key_service(fleet_prefix(f), service, host);
+	if (!key)
+		return -ENOMEM;
+	int r = etcd_delete(f->etcd, key);
+	return r < 0 ? r : 0;
+}
+
+int fleet_read_catalog(struct fleet *f, int64_t revision, struct catalog *ret)
+{
+	_cleanup_(freep) char *dir = key_services_dir(fleet_prefix(f));
+	_cleanup_(etcd_kv_list_releasep) struct etcd_kv_list list = ETCD_KV_LIST_INIT;
+	int r;
+
+	if (!dir)
+		return -ENOMEM;
+	r = etcd_get_prefix(f->etcd, dir, 0, revision, &list);
+	if (r < 0)
+		return r;
+	r = catalog_from_kvs(&list, dir, ret);
+	if (r < 0)
+		return r;
+	ret->revision = list.revision;
+	return 0;
+}
+
+/* --- pause --------------------------------------------------------------------------- */
+
+static char *pause_key(const char *P, enum pause_scope scope, const char *name)
+{
+	switch (scope) {
+	case PAUSE_GLOBAL:
+		return key_pause_global(P);
+	case PAUSE_GROUP:
+		return key_pause_group(P, name);
+	case PAUSE_HOST:
+		return key_pause_host(P, name);
+	}
+	return NULL;
+}
+
+static bool pause_args_valid(enum pause_scope scope, const char *name)
+{
+	if (scope == PAUSE_GLOBAL)
+		return true;
+	return (scope == PAUSE_GROUP || scope == PAUSE_HOST) && name_ok(name);
+}
+
+int fleet_pause(struct fleet *f, enum pause_scope scope, const char *name, const char *reason)
+{
+	if (!pause_args_valid(scope, name))
+		return -EINVAL;
+
+	_cleanup_(freep) char *key = pause_key(fleet_prefix(f), scope, name);
+	_cleanup_(freep) char *value = NULL, *why = NULL;
+	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
+	int r;
+
+	if (!key || !obj)
+		return -ENOMEM;
+	if (reason && (r = text_tail(reason, SCHEMA_DETAIL_MAX, &why)) < 0)
+		return r;
+	if ((r = json_add_string(obj, "reason", why ? why : "")) < 0 ||
+	    (r = json_add_time(obj, "time", fleet_now())) < 0 ||
+	    (r = json_print(obj, &value)) < 0)
+		return r;
+	return written(etcd_put(f->etcd, key, value, strlen(value), 0));
+}
+
+int fleet_resume(struct fleet *f, enum pause_scope scope, const char *name)
+{
+	if (!pause_args_valid(scope, name))
+		return -EINVAL;
+
+	_cleanup_(freep) char *key = pause_key(fleet_prefix(f), scope, name);
+	if (!key)
+		return -ENOMEM;
+	return etcd_delete(f->etcd, key);
+}
+
+/* "global: kernel freeze", "group dc1: …", "host web1: …"; without a reason
+ * just the scope. */
+static int pause_reason(const struct etcd_kv *kv, const char *scope, char **ret)
+{
+	_cleanup_(cJSON_Deletep) cJSON *obj = json_parse_object(kv);
+	_cleanup_(buf_releasep) struct buf b = BUF_INIT;
+	_cleanup_(freep) char *why = NULL;
+	const char *reason = json_get_string(obj, "reason");
+	int r;
+
+	if (reason && *reason && (r = text_tail(reason, SCHEMA_DETAIL_MAX, &why)) < 0)
+		return r;
+	r = why ? buf_printf(&b, "%s: %s", scope, why) : buf_adds(&b, scope);
+	if (r < 0)
+		return r;
+	*ret = buf_detach(&b);
+	return *ret ? 0 : -ENOMEM;
+}
+
+/*
+ * One read of pause/ (a handful of keys at most), then the keys that apply, in
+ * order global, group, host.  A pause key whose value is not JSON still pauses:
+ * when in doubt, a node does not start a run.
+ */
+int fleet_paused(struct fleet *f, const char *host, const char *group, char **ret_reason)
+{
+	if (!name_ok(host) || !optional_name_ok(group))
+		return -EINVAL;
+
+	const char *P = fleet_prefix(f);
+	_cleanup_(freep) char *dir = key_pause_dir(P);
+	_cleanup_(freep) char *global = key_pause_global(P);
+	_cleanup_(freep) char *group_key = group ? key_pause_group(P, group) : NULL;
+	_cleanup_(freep) char *host_key = key_pause_host(P, host);
+	_cleanup_(buf_releasep) struct buf group_scope = BUF_INIT, host_scope = BUF_INIT;
+	_cleanup_(etcd_kv_list_releasep) struct etcd_kv_list list = ETCD_KV_LIST_INIT;
+	int r;
+
+	if (!dir || !global || (group && !group_key) || !host_key)
+		return -ENOMEM;
+	if ((r = buf_printf(&host_scope, "host %s", host)) < 0 ||
+	    (group && (r = buf_printf(&group_scope, "group %s", group)) < 0))
+		return r;
+	r = etcd_get_prefix(f->etcd, dir, 0, 0, &list);
+	if (r < 0)
+		return r;
+
+	const char *keys[] = { global, group_key, host_key };
+	const char *scopes[] = { "global", buf_str(&group_scope), buf_str(&host_scope) };
+	for (size_t k = 0; k < ELEMENTSOF(keys); k++) {
+		if (!keys[k])
+			continue;
+		for (size_t i = 0; i < list.n; i++) {
+			if (!kv_is(&list.kvs[i], keys[k]))
+				continue;
+			if (ret_reason && (r = pause_reason(&list.kvs[i], scopes[k], ret_reason)) < 0)
+				return r;
+			return 1;
+		}
+	}
+	if (ret_reason)
+		*ret_reason = NULL;
+	return 0;
+}
+
+/* --- the fleet at a glance -------------------------------------------------------------- */
+
+enum view_source {
+	SOURCE_STATUS,
+	SOURCE_RUNNING,
+	SOURCE_ALIVE,
+	SOURCE_GROUPS,
+	_SOURCE_MAX,
+};
+
+struct view_read {
+	char *dirs[_SOURCE_MAX];
+	struct etcd_kv_list lists[_SOURCE_MAX];
+	struct etcd_kv_list versions;	/* current_version and previous_version */
+};
+
+static const int source_parts[_SOURCE_MAX] = {
+	[SOURCE_STATUS] = 3,
+	[SOURCE_RUNNING] = 2,
+	[SOURCE_ALIVE] = 1,
+	[SOURCE_GROUPS] = 2,
+};
+
+static const unsigned source_flags[_SOURCE_MAX] = {
+	[SOURCE_STATUS] = 0,
+	[SOURCE_RUNNING] = ETCD_KEYS_ONLY,
+	[SOURCE_ALIVE] = 0,
+	[SOURCE_GROUPS] = ETCD_KEYS_ONLY,
+};
+
+static void view_read_release(struct view_read *vr)
+{
+	for (int s = 0; s < _SOURCE_MAX; s++) {
+		free(vr->dirs[s]);
+		vr->dirs[s] = NULL;
+		etcd_kv_list_release(&vr->lists[s]);
+	}
+	etcd_kv_list_release(&vr->versions);
+}
+
+static void view_read_releasep(struct view_read *vr) { view_read_release(vr); }
+
+/*
+ * The ranges, each pinned to the revision of the first.  current_version and
+ * previous_version are read as prefix ranges too, because etcd_get cannot pin a
+ * revision; the exact keys are picked out of them later.
+ */
+static int view_read_ranges(struct fleet *f, struct view_read *vr, int64_t *ret_revision)
+{
+	const char *P = fleet_prefix(f);
+	char *(*dir_fn[_SOURCE_MAX])(const char *) = {
+		[SOURCE_STATUS] = key_status_dir,
+		[SOURCE_RUNNING] = key_running_version_dir,
+		[SOURCE_ALIVE] = key_alive_dir,
+		[SOURCE_GROUPS] = key_groups_dir,
+	};
+	int64_t revision = 0;
+	int r;
+
+	for (int s = 0; s < _SOURCE_MAX; s++) {
+		vr->dirs[s] = dir_fn[s](P);
+		if (!vr->dirs[s])
+			return -ENOMEM;
+		r = etcd_get_prefix(f->etcd, vr->dirs[s], source_flags[s], revision, &vr->lists[s]);
+		if (r < 0)
+			return r;
+		if (revision == 0)
+			revision = vr->lists[s].revision;
+	}
+	_cleanup_(freep) char *cur = key_current_version(P);
+	_cleanup_(freep) char *prev = key_previous_version(P);
+	if (!cur || !prev)
+		return -ENOMEM;
+	r = etcd_get_prefix(f->etcd, cur, 0, revision, &vr->versions);
+	if (r < 0)
+		return r;
+	struct etcd_kv_list more = ETCD_KV_LIST_INIT;
+	r = etcd_get_prefix(f->etcd, prev, 0, revision, &more);
+	if (r < 0) {
+		etcd_kv_list_release(&more);
+		return r;
+	}
+	/* append the previous_version range to the current_version one */
+	for (size_t i = 0; i < more.n; i++) {
+		if (vr->versions.n == vr->versions.cap) {
+			size_t cap = vr->versions.cap ? vr->versions.cap * 2 : 4;
+			struct etcd_kv *kvs = realloc(vr->versions.kvs, cap * sizeof(*kvs));
+			if (!kvs) {
+				etcd_kv_list_release(&more);
+				return -ENOMEM;
+			}
+			vr->versions.kvs = kvs;
+			vr->versions.cap = cap;
+		}
+		vr->versions.kvs[vr->versions.n++] = more.kvs[i];
+		memset(&more.kvs[i], 0, sizeof(more.kvs[i]));
+	}
+	etcd_kv_list_release(&more);
+	*ret_revision = revision;
+	return 0;
+}
+
+static int host_view_search(const void *key, const void *elem)
+{
+	return strcmp((const char *)key, ((const struct host_view *)elem)->host);
+}
+
+static struct host_view *view_find(struct fleet_view *v, const char *host)
+{
+	return bsearch(host, v->hosts, v->n, sizeof(*v->hosts), host_view_search);
+}
+
+/* Per host, while statuses are merged: the time of each type's state and its
+ * detail, until the detail to show is chosen. */
+struct status_seen {
+	int64_t time[_STATUS_TYPE_MAX];
+	char *detail[_STATUS_TYPE_MAX];
+};
+
+static int view_add_status(struct host_view *h, struct status_seen *seen, char **parts,
+			   const struct etcd_kv *kv)
+{
+	int type = status_type_from_name(parts[0]);
+	int state = status_state_from_name(parts[1]);
+	if (type < 0 || state < 0 || !status_state_allowed(type, state))
+		return 0;
+
+	_cleanup_(cJSON_Deletep) cJSON *obj = json_parse_object(kv);
+	int64_t t = json_get_int(obj, "time");
+	enum status_state *slot = type == STATUS_PUPPET ? &h->puppet :
+				  type == STATUS_VALIDATION ? &h->validation : &h->provisioned;
+
+	/* two states of one type only happen by hand; the newest wins */
+	if (*slot != STATE_INVALID && t < seen->time[type])
+		return 0;
+	*slot = state;
+	seen->time[type] = t;
+	if (t > h->changed)
+		h->changed = t;
+	if (type == STATUS_PUPPET)
+		h->puppet_exit_code = (int)json_get_int(obj, "exit_code");
+	free(seen->detail[type]);
+	seen->detail[type] = NULL;
+	const char *d = json_get_string(obj, "detail");
+	if (d && *d)
+		return text_tail(d, SCHEMA_DETAIL_MAX, &seen->detail[type]);
+	return 0;
+}
+
+static int view_add(struct fleet_view *v, struct status_seen *seen, enum view_source s,
+		    char **parts, const struct etcd_kv *kv)
+{
+	const char *host = parts[source_parts[s] - 1];
+	struct host_view *h = view_find(v, host);
+	if (!h)
+		return 0;
+
+	switch (s) {
+	case SOURCE_STATUS:
+		return view_add_status(h, &seen[h - v->hosts], parts, kv);
+	case SOURCE_RUNNING:
+		if (!h->running_version && !(h->running_version = strdup(parts[0])))
+			return -ENOMEM;
+		return 0;
+	case SOURCE_GROUPS:
+		if (!h->group && !(h->group = strdup(parts[0])))
+			return -ENOMEM;
+		return 0;
+	case SOURCE_ALIVE: {
+		_cleanup_(cJSON_Deletep) cJSON *obj = json_parse_object(kv);
+		const char *ver = json_get_string(obj, "version");
+		h->alive = true;
+		if (ver && schema_name_valid(ver) && !(h->alive_version = strdup(ver)))
+			return -ENOMEM;
+		return 0;
+	}
+	default:
+		return 0;
+	}
+}
+
+/* Every host named anywhere, sorted and unique, as the view's host array. */
+static int view_collect_hosts(struct view_read *vr, struct fleet_view *v)
+{
+	_cleanup_(strv_builder_releasep) struct strv_builder b = { 0 };
+	_cleanup_(strv_freep) char **names = NULL;
+	size_t n = 0;
+	int r;
+
+	for (int s = 0; s < _SOURCE_MAX; s++) {
+		for (size_t i = 0; i < vr->lists[s].n; i++) {
+			_cleanup_(freep) char *copy = NULL;
+			char *parts[3];
+			const struct etcd_kv *kv = &vr->lists[s].kvs[i];
+
+			if (key_split(kv->key, kv->key_len, vr->dirs[s], parts, source_parts[s],
+				      &copy) != source_parts[s])
+				continue;
+			r = strv_builder_push(&b, parts[source_parts[s] - 1]);
+			if (r < 0)
+				return r;
+		}
+	}
+	r = strv_builder_finish(&b, &names);
+	if (r < 0)
+		return r;
+	while (names[n])
+		n++;
+	v->hosts = calloc(n ? n : 1, sizeof(*v->hosts));
+	if (!v->hosts)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		struct host_view *h = &v->hosts[i];
+		h->host = TAKE_PTR(names[i]);
+		h->puppet = h->validation = h->provisioned = STATE_INVALID;
+		v->n = i + 1;
+	}
+	return 0;
+}
+
+static void status_seen_free(struct status_seen *seen, size_t n)
+{
+	if (!seen)
+		return;
+	for (size_t i = 0; i < n; i++)
+		for (int t = 0; t < _STATUS_TYPE_MAX; t++)
+			free(seen[i].detail[t]);
+	free(seen);
+}
+
+static int view_build(struct view_read *vr, const char *P, struct fleet_view *v)
+{
+	struct status_seen *seen;
+	int r;
+
+	r = view_collect_hosts(vr, v);
+	if (r < 0)
+		return r;
+	seen = calloc(v->n ? v->n : 1, sizeof(*seen));
+	if (!seen)
+		return -ENOMEM;
+	for (int s = 0; s < _SOURCE_MAX; s++) {
+		for (size_t i = 0; i < vr->lists[s].n; i++) {
+			_cleanup_(freep) char *copy = NULL;
+			char *parts[3];
+			const struct etcd_kv *kv = &vr->lists[s].kvs[i];
+
+			if (key_split(kv->key, kv->key_len, vr->dirs[s], parts, source_parts[s],
+				      &copy) != source_parts[s])
+				continue;
+			r = view_add(v, seen, (enum view_source)s, parts, kv);
+			if (r < 0) {
+				status_seen_free(seen, v->n);
+				return r;
+			}
+		}
+	}
+	/* the detail worth a glance: why the config run failed or waits, else why
+	 * validation failed */
+	for (size_t i = 0; i < v->n; i++) {
+		struct host_view *h = &v->hosts[i];
+		if (h->puppet == STATE_FAILED || h->puppet == STATE_PENDING)
+			h->detail = TAKE_PTR(seen[i].detail[STATUS_PUPPET]);
+		else if (h->validation == STATE_FAILED)
+			h->detail = TAKE_PTR(seen[i].detail[STATUS_VALIDATION]);
+	}
+	status_seen_free(seen, v->n);
+
+	_cleanup_(freep) char *cur = key_current_version(P);
+	_cleanup_(freep) char *prev = key_previous_version(P);
+	if (!cur || !prev)
+		return -ENOMEM;
+	for (size_t i = 0; i < vr->versions.n; i++) {
+		const struct etcd_kv *kv = &vr->versions.kvs[i];
+		char **slot = kv_is(kv, cur) ? &v->current_version :
+			      kv_is(kv, prev) ? &v->previous_version : NULL;
+		if (!slot || *slot || !value_is_name(kv->value, kv->value_len))
+			continue;
+		*slot = strdup(kv->value);
+		if (!*slot)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/*
+ * Reads everything at one revision.  The ranges after the first are pinned to its
+ * revision; should a compaction overtake them (-ESTALE), the read starts over.
+ */
+int fleet_view_read(struct fleet *f, struct fleet_view *ret)
+{
+	int r = -ESTALE;
+
+	for (int attempt = 0; attempt < 3 && r == -ESTALE; attempt++) {
+		_cleanup_(view_read_releasep) struct view_read vr = { 0 };
+		int64_t revision = 0;
+
+		r = view_read_ranges(f, &vr, &revision);
+		if (r < 0)
+			continue;
+		struct fleet_view v = { 0 };
+		r = view_build(&vr, fleet_prefix(f), &v);
+		if (r < 0) {
+			fleet_view_release(&v);
+			return r;
+		}
+		v.revision = revision;
+		*ret = v;
+		return 0;
+	}
+	return r;
+}
+
+void fleet_view_release(struct fleet_view *v)
+{
+	if (!v)
+		return;
+	for (size_t i = 0; i < v->n; i++) {
+		struct host_view *h = &v->hosts[i];
+		free(h->host);
+		free(h->running_version);
+		free(h->alive_version);
+		free(h->group);
+		free(h->detail);
+	}
+	free(v->hosts);
+	free(v->current_version);
+	free(v->previous_version);
+	memset(v, 0, sizeof(*v));
+}

@@ -1,0 +1,586 @@
+/*
+ * render.c — the status table, its JSON twin and plain name lists (render.h).
+ *
+ * Output only: the data comes in as a fleet_view already read at one revision,
+ * and the caller has decided about colour.  The table is what an operator reads
+ * first during a rollout, so the hosts that need attention — behind the desired
+ * version — come first, columns are computed from the data (names may be up to
+ * 253 bytes) and the free-form DETAIL is cut to one short line at the end of the
+ * row, where it cannot push the other columns around.
+ *
+ * Colour escapes never count towards a column's width: cells are padded by their
+ * visible length, and the escapes wrap the text alone.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cjson/cJSON.h>
+
+#include "buf.h"
+#include "cleanup.h"
+#include "fleet.h"
+#include "render.h"
+#include "schema.h"
+
+#define TABLE_WIDTH 80
+#define DETAIL_MIN 20
+#define COLUMN_GAP 2
+
+#define ANSI_RESET "\033[0m"
+#define ANSI_BOLD "\033[1m"
+#define ANSI_RED "\033[31m"
+#define ANSI_GREEN "\033[32m"
+#define ANSI_YELLOW "\033[33m"
+#define ANSI_CYAN "\033[36m"
+
+enum column {
+	COL_HOST,
+	COL_VERSION,
+	COL_PUPPET,
+	COL_VALIDATION,
+	COL_ALIVE,
+	COL_GROUP,
+	COL_AGE,
+	COL_DETAIL,
+	_COL_MAX,
+};
+
+static const char *const column_names[_COL_MAX] = {
+	"HOST", "VERSION", "PUPPET", "VALIDATION", "ALIVE", "GROUP", "AGE", "DETAIL",
+};
+
+static int stream_status(FILE *out)
+{
+	return ferror(out) ? -EIO : 0;
+}
+
+int render_age(int64_t seconds, struct buf *out)
+{
+	if (seconds < 0)
+		seconds = 0;
+	if (seconds < 60)
+		return buf_printf(out, "%llds", (long long)seconds);
+	if (seconds < 3600)
+		return buf_printf(out, "%lldm", (long long)(seconds / 60));
+	if (seconds < 86400)
+		return buf_printf(out, "%lldh", (long long)(seconds / 3600));
+	return buf_printf(out, "%lldd", (long long)(seconds / 86400));
+}
+
+static bool host_behind(const struct fleet_view *v, const struct host_view *h)
+{
+	return v->current_version &&
+	       (!h->running_version || strcmp(h->running_version, v->current_version) != 0);
+}
+
+static const char *state_cell(enum status_state s)
+{
+	const char *name = s == STATE_INVALID ? NULL : status_state_name(s);
+	return name ? name : "-";
+}
+
+static const char *state_color(enum status_state s)
+{
+	switch (s) {
+	case STATE_SUCCESS:
+		return ANSI_GREEN;
+	case STATE_FAILED:
+		return ANSI_RED;
+	case STATE_PENDING:
+		return ANSI_YELLOW;
+	case STATE_RUNNING:
+		return ANSI_CYAN;
+	default:
+		return NULL;
+	}
+}
+
+/* Visible width of UTF-8 text, counted in code points (close enough for the
+ * text a detail holds; wide characters are rare in run output). */
+static size_t text_width(const char *s)
+{
+	size_t w = 0;
+	for (; *s; s++)
+		if (((unsigned char)*s & 0xc0) != 0x80)
+			w++;
+	return w;
+}
+
+/*
+ * The detail as one line of at most width columns: its last non-blank line (a
+ * failed run's error is at the end of its output), control characters made
+ * spaces, cut at a character boundary with "..." when too long.
+ */
+static int detail_cell(const char *detail, size_t width, struct buf *out)
+{
+	const char *start, *end;
+	size_t w = 0;
+	int r;
+
+	if (!detail)
+		return 0;
+	end = detail + strlen(detail);
+	while (end > detail && (unsigned char)end[-1] <= ' ')
+		end--;
+	start = end;
+	while (start > detail && start[-1] != '\n')
+		start--;
+	while (start < end && (*start == ' ' || *start == '\t' || *start == '\r'))
+		start++;
+
+	size_t total = 0;
+	for (const char *p = start; p < end; p++)
+		if (((unsigned char)*p & 0xc0) != 0x80)
+			total++;
+	size_t keep = total <= width ? total : (width > 3 ? width - 3 : 0);
+
+	for (const char *p = start; p < end; p++) {
+		unsigned char c = (unsigned char)*p;
+		if ((c & 0xc0) != 0x80 && w++ == keep)
+			break;
+		r = buf_addc(out, c < ' ' || c == 0x7f ? ' ' : (char)c);
+		if (r < 0)
+			return r;
+	}
+	if (keep < total)
+		return buf_adds(out, width > 3 ? "..." : "");
+	return 0;
+}
+
+struct row {
+	const struct host_view *h;
+	bool behind;
+	char *cells[_COL_MAX];
+	const char *colors[_COL_MAX];
+};
+
+static int row_cmp(const void *a, const void *b)
+{
+	const struct row *x = a, *y = b;
+	if (x->behind != y->behind)
+		return x->behind ? -1 : 1;
+	return strcmp(x->h->host, y->h->host);
+}
+
+static void rows_free(struct row *rows, size_t n)
+{
+	if (!rows)
+		return;
+	for (size_t i = 0; i < n; i++)
+		for (int c = 0; c < _COL_MAX; c++)
+			free(rows[i].cells[c]);
+	free(rows);
+}
+
+static int cell_set(struct row *row, enum column c, const char *text, const char *color)
+{
+	row->cells[c] = strdup(text ? text : "-");
+	row->colors[c] = color;
+	return row->cells[c] ? 0 : -ENOMEM;
+}
+
+static int row_fill(const struct fleet_view *v, const struct host_view *h, struct row *row,
+		    int64_t now)
+{
+	_cleanup_(buf_releasep) struct buf age = BUF_INIT;
+	int r;
+
+	row->h = h;
+	row->behind = host_behind(v, h);
+	if (h->changed > 0)
+		r = render_age(now - h->changed, &age);
+	else
+		r = buf_adds(&age, "-");
+	if (r < 0)
+		return r;
+	if ((r = cell_set(row, COL_HOST, h->host, NULL)) < 0 ||
+	    (r = cell_set(row, COL_VERSION, h->running_version,
+			  row->behind ? ANSI_YELLOW : NULL)) < 0 ||
+	    (r = cell_set(row, COL_PUPPET, state_cell(h->puppet), state_color(h->puppet))) < 0 ||
+	    (r = cell_set(row, COL_VALIDATION, state_cell(h->validation),
+			  state_color(h->validation))) < 0 ||
+	    (r = cell_set(row, COL_ALIVE, h->alive ? "yes" : "no",
+			  h->alive ? NULL : ANSI_RED)) < 0 ||
+	    (r = cell_set(row, COL_GROUP, h->group, NULL)) < 0 ||
+	    (r = cell_set(row, COL_AGE, buf_str(&age), NULL)) < 0)
+		return r;
+	return 0;
+}
+
+/* One cell, coloured, then padded to width unless it is the last of the row. */
+static void print_cell(FILE *out, const char *text, const char *color, size_t width,
+		       bool last, bool use_color)
+{
+	if (use_color && color)
+		fprintf(out, "%s%s%s", color, text, ANSI_RESET);
+	else
+		fputs(text, out);
+	if (!last)
+		fprintf(out, "%*s", (int)(width - text_width(text) + COLUMN_GAP), "");
+}
+
+static int table_rows(const struct fleet_view *v, FILE *out, bool color, int64_t now)
+{
+	size_t widths[_COL_MAX];
+	struct row *rows = calloc(v->n ? v->n : 1, sizeof(*rows));
+	int r;
+
+	if (!rows)
+		return -ENOMEM;
+	for (int c = 0; c < _COL_MAX; c++)
+		widths[c] = strlen(column_names[c]);
+	for (size_t i = 0; i < v->n; i++) {
+		r = row_fill(v, &v->hosts[i], &rows[i], now);
+		if (r < 0) {
+			rows_free(rows, v->n);
+			return r;
+		}
+		for (int c = 0; c < COL_DETAIL; c++) {
+			size_t w = strlen(rows[i].cells[c]);
+			if (w > widths[c])
+				widths[c] = w;
+		}
+	}
+	qsort(rows, v->n, sizeof(*rows), row_cmp);
+
+	/* DETAIL takes what is left of 80 columns, but never less than a glance */
+	size_t used = 0;
+	for (int c = 0; c < COL_DETAIL; c++)
+		used += widths[c] + COLUMN_GAP;
+	size_t detail_width = used + DETAIL_MIN < TABLE_WIDTH ? TABLE_WIDTH - used : DETAIL_MIN;
+
+	for (int c = 0; c < _COL_MAX; c++)
+		print_cell(out, column_names[c], ANSI_BOLD, widths[c], c == COL_DETAIL, color);
+	fputc('\n', out);
+	for (size_t i = 0; i < v->n; i++) {
+		_cleanup_(buf_releasep) struct buf detail = BUF_INIT;
+		r = detail_cell(rows[i].h->detail, detail_width, &detail);
+		if (r < 0) {
+			rows_free(rows, v->n);
+			return r;
+		}
+		/* an empty DETAIL leaves no trailing spaces behind AGE */
+		for (int c = 0; c < COL_DETAIL; c++)
+			print_cell(out, rows[i].cells[c], rows[i].colors[c], widths[c],
+				   c == COL_AGE && detail.len == 0, color);
+		fputs(buf_str(&detail), out);
+		fputc('\n', out);
+	}
+	rows_free(rows, v->n);
+	return 0;
+}
+
+static int str_ptr_cmp(const void *a, const void *b)
+{
+	const char *x = *(const char *const *)a, *y = *(const char *const *)b;
+	/* NULL ("under none") sorts last */
+	if (!x || !y)
+		return x ? -1 : y ? 1 : 0;
+	return strcmp(x, y);
+}
+
+/* Each running version (NULL for none) with its number of hosts, sorted. */
+struct version_count {
+	const char *version;
+	size_t count;
+};
+
+static int count_versions(const struct fleet_view *v, struct version_count **ret, size_t *ret_n)
+{
+	const char **all = calloc(v->n ? v->n : 1, sizeof(*all));
+	struct version_count *counts = calloc(v->n ? v->n : 1, sizeof(*counts));
+	size_t n = 0;
+
+	if (!all || !counts) {
+		free(all);
+		free(counts);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < v->n; i++)
+		all[i] = v->hosts[i].running_version;
+	qsort(all, v->n, sizeof(*all), str_ptr_cmp);
+	for (size_t i = 0; i < v->n; i++) {
+		if (n > 0 && str_ptr_cmp(&counts[n - 1].version, &all[i]) == 0) {
+			counts[n - 1].count++;
+			continue;
+		}
+		counts[n].version = all[i];
+		counts[n].count = 1;
+		n++;
+	}
+	free(all);
+	*ret = counts;
+	*ret_n = n;
+	return 0;
+}
+
+/* Per type, how many hosts are in each state; index _STATE_MAX counts "none". */
+struct state_counts {
+	size_t puppet[_STATE_MAX + 1];
+	size_t validation[_STATE_MAX + 1];
+	size_t behind, alive, unaccounted;
+};
+
+static size_t state_index(enum status_state s)
+{
+	return s >= 0 && s < _STATE_MAX ? (size_t)s : _STATE_MAX;
+}
+
+static void count_states(const struct fleet_view *v, struct state_counts *sc)
+{
+	memset(sc, 0, sizeof(*sc));
+	for (size_t i = 0; i < v->n; i++) {
+		const struct host_view *h = &v->hosts[i];
+		sc->puppet[state_index(h->puppet)]++;
+		sc->validation[state_index(h->validation)]++;
+		if (host_behind(v, h))
+			sc->behind++;
+		if (h->alive)
+			sc->alive++;
+		else if (h->provisioned == STATE_SUCCESS)
+			sc->unaccounted++;
+	}
+}
+
+/* The order states are listed in: what went wrong first. */
+static const enum status_state state_order[] = {
+	STATE_FAILED, STATE_PENDING, STATE_RUNNING, STATE_SUCCESS,
+};
+
+static void print_state_line(FILE *out, const char *label, const size_t *counts, bool color)
+{
+	bool any = false;
+
+	fprintf(out, "%-12s", label);
+	for (size_t k = 0; k < ELEMENTSOF(state_order); k++) {
+		enum status_state s = state_order[k];
+		if (!counts[s])
+			continue;
+		fprintf(out, "%s", any ? ", " : " ");
+		if (color && state_color(s))
+			fprintf(out, "%s%s%s %zu", state_color(s), status_state_name(s), ANSI_RESET,
+				counts[s]);
+		else
+			fprintf(out, "%s %zu", status_state_name(s), counts[s]);
+		any = true;
+	}
+	if (counts[_STATE_MAX]) {
+		fprintf(out, "%snone %zu", any ? ", " : " ", counts[_STATE_MAX]);
+		any = true;
+	}
+	if (!any)
+		fputs(" -", out);
+	fputc('\n', out);
+}
+
+static int table_totals(const struct fleet_view *v, FILE *out, bool color)
+{
+	struct version_count *versions = NULL;
+	struct state_counts sc;
+	size_t n_versions = 0, width = strlen("(none)");
+	const char *bold = color ? ANSI_BOLD : "", *reset = color ? ANSI_RESET : "";
+	int r;
+
+	r = count_versions(v, &versions, &n_versions);
+	if (r < 0)
+		return r;
+	count_states(v, &sc);
+
+	fputc('\n', out);
+	fprintf(out, "%sdesired version:%s %s", bold, reset,
+		v->current_version ? v->current_version : "none");
+	if (v->previous_version)
+		fprintf(out, " (previous %s)", v->previous_version);
+	fputc('\n', out);
+	fprintf(out, "%shosts:%s %zu, behind %zu, alive %zu, unaccounted %zu\n", bold, reset, v->n,
+		sc.behind, sc.alive, sc.unaccounted);
+
+	fprintf(out, "%sby running version:%s%s\n", bold, reset, n_versions ? "" : " -");
+	for (size_t i = 0; i < n_versions; i++)
+		if (versions[i].version && strlen(versions[i].version) > width)
+			width = strlen(versions[i].version);
+	for (size_t i = 0; i < n_versions; i++) {
+		const char *name = versions[i].version ? versions[i].version : "(none)";
+		bool desired = v->current_version && versions[i].version &&
+			       strcmp(versions[i].version, v->current_version) == 0;
+		fprintf(out, "  %-*s  %zu%s\n", (int)width, name, versions[i].count,
+			desired ? "  (desired)" : "");
+	}
+	free(versions);
+
+	print_state_line(out, "puppet:", sc.puppet, color);
+	print_state_line(out, "validation:", sc.validation, color);
+	return 0;
+}
+
+int render_status_table(const struct fleet_view *v, FILE *out, bool color, int64_t now)
+{
+	int r = table_rows(v, out, color, now);
+	if (r < 0)
+		return r;
+	r = table_totals(v, out, color);
+	if (r < 0)
+		return r;
+	return stream_status(out);
+}
+
+/* --- JSON ------------------------------------------------------------------------ */
+
+static cJSON *json_string_or_null(const char *s)
+{
+	return s ? cJSON_CreateString(s) : cJSON_CreateNull();
+}
+
+static cJSON *json_state(enum status_state s)
+{
+	return json_string_or_null(s == STATE_INVALID ? NULL : status_state_name(s));
+}
+
+/* Adds item to obj under name; false (and item freed) when either is missing. */
+static bool json_add(cJSON *obj, const char *name, cJSON *item)
+{
+	if (!item)
+		return false;
+	if (!cJSON_AddItemToObject(obj, name, item)) {
+		cJSON_Delete(item);
+		return false;
+	}
+	return true;
+}
+
+static cJSON *json_host(const struct host_view *h)
+{
+	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
+
+	if (!obj ||
+	    !json_add(obj, "host", cJSON_CreateString(h->host)) ||
+	    !json_add(obj, "running_version", json_string_or_null(h->running_version)) ||
+	    !json_add(obj, "puppet", json_state(h->puppet)) ||
+	    !json_add(obj, "puppet_exit_code", cJSON_CreateNumber(h->puppet_exit_code)) ||
+	    !json_add(obj, "validation", json_state(h->validation)) ||
+	    !json_add(obj, "provisioned", json_state(h->provisioned)) ||
+	    !json_add(obj, "alive", cJSON_CreateBool(h->alive)) ||
+	    !json_add(obj, "alive_version", json_string_or_null(h->alive_version)) ||
+	    !json_add(obj, "group", json_string_or_null(h->group)) ||
+	    !json_add(obj, "changed", cJSON_CreateNumber((double)h->changed)) ||
+	    !json_add(obj, "detail", json_string_or_null(h->detail)))
+		return NULL;
+	return TAKE_PTR(obj);
+}
+
+static cJSON *json_state_counts(const size_t *counts)
+{
+	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
+
+	if (!obj)
+		return NULL;
+	for (int s = 0; s < _STATE_MAX; s++) {
+		const char *name = status_state_name((enum status_state)s);
+		if (counts[s] && !json_add(obj, name, cJSON_CreateNumber((double)counts[s])))
+			return NULL;
+	}
+	if (counts[_STATE_MAX] && !json_add(obj, "none", cJSON_CreateNumber((double)counts[_STATE_MAX])))
+		return NULL;
+	return TAKE_PTR(obj);
+}
+
+static cJSON *json_totals(const struct fleet_view *v)
+{
+	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
+	_cleanup_(freep) struct version_count *versions = NULL;
+	size_t n_versions = 0;
+	struct state_counts sc;
+	cJSON *by_version;
+
+	if (!obj || count_versions(v, &versions, &n_versions) < 0)
+		return NULL;
+	count_states(v, &sc);
+	if (!json_add(obj, "hosts", cJSON_CreateNumber((double)v->n)) ||
+	    !json_add(obj, "behind", cJSON_CreateNumber((double)sc.behind)) ||
+	    !json_add(obj, "alive", cJSON_CreateNumber((double)sc.alive)) ||
+	    !json_add(obj, "unaccounted", cJSON_CreateNumber((double)sc.unaccounted)))
+		return NULL;
+	by_version = cJSON_AddObjectToObject(obj, "versions");
+	if (!by_version)
+		return NULL;
+	/* hosts under no version get a field of their own: any key inside
+	 * "versions" could be a real version's name */
+	size_t unversioned = 0;
+	for (size_t i = 0; i < n_versions; i++) {
+		if (!versions[i].version) {
+			unversioned = versions[i].count;
+			continue;
+		}
+		if (!json_add(by_version, versions[i].version,
+			      cJSON_CreateNumber((double)versions[i].count)))
+			return NULL;
+	}
+	if (!json_add(obj, "unversioned", cJSON_CreateNumber((double)unversioned)))
+		return NULL;
+	if (!json_add(obj, "puppet", json_state_counts(sc.puppet)) ||
+	    !json_add(obj, "validation", json_state_counts(sc.validation)))
+		return NULL;
+	return TAKE_PTR(obj);
+}
+
+static int json_emit(cJSON *obj, FILE *out)
+{
+	_cleanup_(freep) char *text = cJSON_PrintUnformatted(obj);
+	if (!text)
+		return -ENOMEM;
+	fputs(text, out);
+	fputc('\n', out);
+	return stream_status(out);
+}
+
+int render_status_json(const struct fleet_view *v, FILE *out)
+{
+	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
+	cJSON *hosts;
+
+	if (!obj ||
+	    !json_add(obj, "current_version", json_string_or_null(v->current_version)) ||
+	    !json_add(obj, "previous_version", json_string_or_null(v->previous_version)) ||
+	    !json_add(obj, "revision", cJSON_CreateNumber((double)v->revision)))
+		return -ENOMEM;
+	hosts = cJSON_AddArrayToObject(obj, "hosts");
+	if (!hosts)
+		return -ENOMEM;
+	for (size_t i = 0; i < v->n; i++) {
+		cJSON *h = json_host(&v->hosts[i]);
+		if (!h || !cJSON_AddItemToArray(hosts, h)) {
+			cJSON_Delete(h);
+			return -ENOMEM;
+		}
+	}
+	if (!json_add(obj, "totals", json_totals(v)))
+		return -ENOMEM;
+	return json_emit(obj, out);
+}
+
+/* --- lists -------------------------------------------------------------------------- */
+
+int render_lines(char *const *items, FILE *out)
+{
+	for (size_t i = 0; items && items[i]; i++) {
+		fputs(items[i], out);
+		fputc('\n', out);
+	}
+	return stream_status(out);
+}
+
+int render_json_strings(char *const *items, FILE *out)
+{
+	_cleanup_(cJSON_Deletep) cJSON *arr = cJSON_CreateArray();
+
+	if (!arr)
+		return -ENOMEM;
+	for (size_t i = 0; items && items[i]; i++) {
+		cJSON *s = cJSON_CreateString(items[i]);
+		if (!s || !cJSON_AddItemToArray(arr, s)) {
+			cJSON_Delete(s);
+			return -ENOMEM;
+		}
+	}
+	return json_emit(arr, out);
+}

@@ -1,0 +1,273 @@
+/*
+ * test_render.c — the status table and JSON output of render.c, driven with a
+ * fabricated fleet_view and memory streams: row order (behind first, then by
+ * name), column alignment, the 80-column fit, DETAIL truncation, totals, colour
+ * only when asked, and JSON that cJSON parses back.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <cjson/cJSON.h>
+
+#include "buf.h"
+#include "cleanup.h"
+#include "fleet.h"
+#include "render.h"
+#include "tap.h"
+
+#define NOW 1700000000
+
+static struct host_view host(const char *name, const char *version, enum status_state puppet,
+			     enum status_state validation, bool alive, const char *group,
+			     int64_t age, const char *detail)
+{
+	struct host_view h = {
+		.host = (char *)name,
+		.running_version = (char *)version,
+		.puppet = puppet,
+		.validation = validation,
+		.provisioned = STATE_SUCCESS,
+		.alive = alive,
+		.alive_version = (char *)version,
+		.group = (char *)group,
+		.changed = age < 0 ? 0 : NOW - age,
+		.detail = (char *)detail,
+		.puppet_exit_code = puppet == STATE_FAILED ? 1 : 0,
+	};
+	return h;
+}
+
+/* Renders into a string (caller frees). */
+static char *table(const struct fleet_view *v, bool color, int *ret)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	*ret = render_status_table(v, f, color, NOW);
+	fclose(f);
+	return text;
+}
+
+static char *json(const struct fleet_view *v, int *ret)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	*ret = render_status_json(v, f);
+	fclose(f);
+	return text;
+}
+
+/* Splits text into at most max lines (in place); returns the count. */
+static int split_lines(char *text, char **lines, int max)
+{
+	int n = 0;
+	for (char *save = NULL, *l = strtok_r(text, "\n", &save); l && n < max;
+	     l = strtok_r(NULL, "\n", &save))
+		lines[n++] = l;
+	return n;
+}
+
+static const char *const columns[] = {
+	"HOST", "VERSION", "PUPPET", "VALIDATION", "ALIVE", "GROUP", "AGE", "DETAIL",
+};
+
+/* Every cell of rows 1..n-1 starts where its header does, after a gap. */
+static bool aligned(char **lines, int n_rows)
+{
+	for (size_t c = 1; c < ELEMENTSOF(columns); c++) {
+		const char *at = strstr(lines[0], columns[c]);
+		if (!at)
+			return false;
+		size_t col = (size_t)(at - lines[0]);
+		for (int i = 1; i <= n_rows; i++) {
+			size_t len = strlen(lines[i]);
+			if (c == ELEMENTSOF(columns) - 1 && len <= col)
+				continue;	/* no detail */
+			if (len <= col || lines[i][col] == ' ' || lines[i][col - 1] != ' ' ||
+			    lines[i][col - 2] != ' ') {
+				printf("# column %s misaligned in '%s'\n", columns[c], lines[i]);
+				return false;
+			}
+		}
+	}
+	return true;
+}
+
+static void test_age(void)
+{
+	struct { int64_t s; const char *want; } cases[] = {
+		{ -5, "0s" }, { 0, "0s" }, { 5, "5s" }, { 59, "59s" }, { 60, "1m" },
+		{ 180, "3m" }, { 3599, "59m" }, { 7200, "2h" }, { 86399, "23h" },
+		{ 4 * 86400 + 5, "4d" },
+	};
+	for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+		_cleanup_(buf_releasep) struct buf b = BUF_INIT;
+		is_int(render_age(cases[i].s, &b), 0, "render_age(%lld) succeeds", (long long)cases[i].s);
+		is_str(buf_str(&b), cases[i].want, "render_age(%lld)", (long long)cases[i].s);
+	}
+}
+
+static void test_table(void)
+{
+	struct host_view hosts[] = {
+		host("app3", "v2", STATE_SUCCESS, STATE_FAILED, true, NULL, 4 * 86400,
+		     "validation: port 80 not answering"),
+		host("db1", NULL, STATE_PENDING, STATE_INVALID, false, "dc2", 7200,
+		     "waiting for mysql: 0 of 1 hosts"),
+		host("web1", "v2", STATE_SUCCESS, STATE_SUCCESS, true, "dc1", 5, NULL),
+		host("web2", "v1", STATE_FAILED, STATE_INVALID, true, "dc1", 200,
+		     "Notice: compiling\nError: Could not find class ::nosuch for web2 on node "
+		     "web2 with a message long enough to need truncation\n\n"),
+	};
+	struct fleet_view v = {
+		.hosts = hosts, .n = ELEMENTSOF(hosts),
+		.current_version = (char *)"v2", .previous_version = (char *)"v1",
+		.revision = 42,
+	};
+	char *lines[64];
+	int r;
+
+	_cleanup_(freep) char *text = table(&v, false, &r);
+	is_int(r, 0, "table renders");
+	ok(text && !strchr(text, '\033'), "no escapes without colour");
+	ok(strstr(text, "desired version: v2 (previous v1)") != NULL, "desired version line");
+	ok(strstr(text, "hosts: 4, behind 2, alive 3, unaccounted 1") != NULL, "host totals");
+	ok(strstr(text, "  v2      2  (desired)\n") != NULL, "v2 counted and marked desired");
+	ok(strstr(text, "  v1      1\n") != NULL, "v1 counted");
+	ok(strstr(text, "  (none)  1\n") != NULL, "hosts under no version counted");
+	ok(strstr(text, "puppet:      failed 1, pending 1, success 2\n") != NULL, "puppet totals");
+	ok(strstr(text, "validation:  failed 1, success 1, none 2\n") != NULL, "validation totals");
+	/* the table as a reader sees it, for whoever reads the TAP output */
+	for (char *p = text, *nl; p && *p; p = nl ? nl + 1 : NULL) {
+		nl = strchr(p, '\n');
+		printf("# %.*s\n", nl ? (int)(nl - p) : (int)strlen(p), p);
+	}
+
+	int n = split_lines(text, lines, 64);
+	ok(n > 5, "enough lines (%d)", n);
+	ok(strncmp(lines[0], "HOST", 4) == 0, "header first");
+	ok(strncmp(lines[1], "db1 ", 4) == 0, "behind host db1 first");
+	ok(strncmp(lines[2], "web2 ", 5) == 0, "behind host web2 second");
+	ok(strncmp(lines[3], "app3 ", 5) == 0, "then app3");
+	ok(strncmp(lines[4], "web1 ", 5) == 0, "then web1");
+	ok(aligned(lines, 4), "columns aligned");
+	for (int i = 0; i < 5; i++)
+		ok(strlen(lines[i]) <= 80, "row %d fits 80 columns (%zu)", i, strlen(lines[i]));
+	ok(strstr(lines[2], "Error: Could not find") != NULL, "detail shows the last line");
+	ok(strstr(lines[2], "...") != NULL && strstr(lines[2], "truncation") == NULL,
+	   "long detail truncated");
+	ok(strstr(lines[2], "Notice") == NULL, "earlier lines left out");
+	ok(strstr(lines[1], " no ") != NULL, "db1 not alive");
+	ok(strstr(lines[1], " 2h ") != NULL, "db1 age 2h");
+	ok(strstr(lines[3], " 4d ") != NULL, "app3 age 4d");
+	ok(lines[4][strlen(lines[4]) - 1] != ' ', "no trailing spaces without detail");
+	ok(strstr(lines[4], " 5s") != NULL, "web1 age 5s");
+
+	_cleanup_(freep) char *colored = table(&v, true, &r);
+	is_int(r, 0, "coloured table renders");
+	ok(colored && strstr(colored, "\033[31mfailed\033[0m") != NULL, "failed in red");
+
+	/* a long name widens its column and keeps the rest aligned */
+	struct host_view wide[] = {
+		host("a-rather-long-hostname-0001.dc1.example.com", "2024.01.15-build.1234",
+		     STATE_RUNNING, STATE_SUCCESS, true, "dc1", 30, NULL),
+		host("b", "v2", STATE_FAILED, STATE_FAILED, false, NULL, -1, "x\ty\001z"),
+	};
+	struct fleet_view w = { .hosts = wide, .n = 2, .current_version = (char *)"v2" };
+	_cleanup_(freep) char *wtext = table(&w, false, &r);
+	is_int(r, 0, "wide table renders");
+	n = split_lines(wtext, lines, 64);
+	ok(n >= 3 && aligned(lines, 2), "wide columns aligned");
+	ok(n >= 3 && strncmp(lines[1], "a-rather", 8) == 0, "behind host first");
+	ok(n >= 3 && strstr(lines[2], "x y z") != NULL, "control characters become spaces");
+	ok(n >= 3 && strstr(lines[2], "  -  ") != NULL, "unknown age is '-'");
+
+	struct fleet_view empty = { 0 };
+	_cleanup_(freep) char *etext = table(&empty, false, &r);
+	is_int(r, 0, "empty view renders");
+	ok(etext && strncmp(etext, "HOST", 4) == 0, "empty view has a header");
+	ok(etext && strstr(etext, "desired version: none") != NULL, "no desired version");
+}
+
+static void test_json(void)
+{
+	struct host_view hosts[] = {
+		host("app3", "v2", STATE_SUCCESS, STATE_FAILED, true, NULL, 10, "bad \"quote\"\n"),
+		host("db1", NULL, STATE_PENDING, STATE_INVALID, false, "dc2", 7200, NULL),
+	};
+	struct fleet_view v = {
+		.hosts = hosts, .n = 2, .current_version = (char *)"v2", .revision = 7,
+	};
+	int r;
+	_cleanup_(freep) char *text = json(&v, &r);
+	is_int(r, 0, "json renders");
+	_cleanup_(cJSON_Deletep) cJSON *j = cJSON_Parse(text);
+	ok(j != NULL, "json parses");
+	is_str(cJSON_GetStringValue(cJSON_GetObjectItem(j, "current_version")), "v2", "current_version");
+	ok(cJSON_IsNull(cJSON_GetObjectItem(j, "previous_version")), "previous_version null");
+	is_int(cJSON_GetNumberValue(cJSON_GetObjectItem(j, "revision")), 7, "revision");
+	cJSON *hs = cJSON_GetObjectItem(j, "hosts");
+	is_int(cJSON_GetArraySize(hs), 2, "two hosts");
+	cJSON *h0 = cJSON_GetArrayItem(hs, 0), *h1 = cJSON_GetArrayItem(hs, 1);
+	is_str(cJSON_GetStringValue(cJSON_GetObjectItem(h0, "host")), "app3", "first host");
+	is_str(cJSON_GetStringValue(cJSON_GetObjectItem(h0, "validation")), "failed", "validation");
+	is_str(cJSON_GetStringValue(cJSON_GetObjectItem(h0, "detail")), "bad \"quote\"\n",
+	       "detail round-trips");
+	ok(cJSON_IsNull(cJSON_GetObjectItem(h1, "running_version")), "no running version is null");
+	ok(cJSON_IsNull(cJSON_GetObjectItem(h1, "validation")), "no state is null");
+	ok(cJSON_IsFalse(cJSON_GetObjectItem(h1, "alive")), "alive false");
+	cJSON *t = cJSON_GetObjectItem(j, "totals");
+	is_int(cJSON_GetNumberValue(cJSON_GetObjectItem(t, "hosts")), 2, "totals.hosts");
+	is_int(cJSON_GetNumberValue(cJSON_GetObjectItem(t, "unaccounted")), 1, "totals.unaccounted");
+	is_int(cJSON_GetNumberValue(cJSON_GetObjectItem(t, "behind")), 1, "totals.behind");
+	is_int(cJSON_GetNumberValue(cJSON_GetObjectItem(t, "unversioned")), 1, "totals.unversioned");
+	is_int(cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetObjectItem(t, "versions"), "v2")),
+	       1, "totals.versions.v2");
+	is_int(cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetObjectItem(t, "puppet"), "pending")),
+	       1, "totals.puppet.pending");
+
+	struct fleet_view empty = { 0 };
+	_cleanup_(freep) char *etext = json(&empty, &r);
+	_cleanup_(cJSON_Deletep) cJSON *e = cJSON_Parse(etext);
+	ok(r == 0 && e && cJSON_GetArraySize(cJSON_GetObjectItem(e, "hosts")) == 0,
+	   "empty view is valid JSON with no hosts");
+}
+
+static void test_lists(void)
+{
+	char *items[] = { (char *)"v1", (char *)"v\"2", NULL };
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+
+	is_int(render_lines(items, f), 0, "render_lines");
+	fclose(f);
+	is_str(text, "v1\nv\"2\n", "one item a line");
+	free(text);
+
+	text = NULL;
+	f = open_memstream(&text, &len);
+	is_int(render_json_strings(items, f), 0, "render_json_strings");
+	fclose(f);
+	is_str(text, "[\"v1\",\"v\\\"2\"]\n", "JSON array");
+	_cleanup_(cJSON_Deletep) cJSON *j = cJSON_Parse(text);
+	ok(cJSON_IsArray(j) && cJSON_GetArraySize(j) == 2, "array parses back");
+	free(text);
+
+	char *none[] = { NULL };
+	text = NULL;
+	f = open_memstream(&text, &len);
+	render_json_strings(none, f);
+	fclose(f);
+	is_str(text, "[]\n", "empty list is []");
+	free(text);
+}
+
+int main(void)
+{
+	test_age();
+	test_table();
+	test_json();
+	test_lists();
+	return done_testing();
+}
