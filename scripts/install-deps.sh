@@ -1,0 +1,25 @@
+#!/bin/sh
+# install-deps.sh — installs what orchestrate needs to build, test and demo on
+# Debian 12 (bookworm) or later.  Run as root (or through sudo).  Idempotent.
+set -eu
+
+packages="build-essential pkg-config libcurl4-openssl-dev libcjson-dev libyaml-dev
+libsystemd-dev etcd-server etcd-client curl mandoc python3 iproute2 valgrind"
+
+missing=
+for p in $packages; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing="$missing $p"
+done
+if [ -z "$missing" ]; then
+	echo "install-deps: everything is installed"
+	exit 0
+fi
+if [ "$(id -u)" != 0 ]; then
+	echo "install-deps: missing:$missing; run me as root (sudo $0)" >&2
+	exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# etcd-server's postinst would start a system etcd on 127.0.0.1:2379; the tests
+# and the demo start their own on other ports, so that one is harmless.
+apt-get install -y -qq --no-install-recommends $missing
