@@ -120,6 +120,10 @@ check-unit: $(UNIT_TESTS)
 bench: all
 	bench/bench.sh
 
+# A private etcd on loopback and three daemons converging on two versions.
+demo: all
+	demo/demo.sh
+
 lint-man:
 	mandoc -Tlint -Wwarning man/*.[158]
 
@@ -142,5 +146,5 @@ clean:
 	rm -f $(PROGRAMS) liborchestrate.a orchestrate.bin orchestrate/*.o $(UNIT_TESTS)
 	rm -rf tests/trash.*
 
-.PHONY: all check check-unit bench lint-man install clean
+.PHONY: all check check-unit bench demo lint-man install clean
 .DELETE_ON_ERROR:
