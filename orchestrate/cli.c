@@ -886,12 +886,16 @@ int cli_strv_push(char ***list, size_t *n, const char *s)
 	char *copy = strdup(s);
 	if (!copy)
 		return -ENOMEM;
-	char **v = realloc(*list, (*n + 2) * sizeof(char *));
-	if (!v) {
-		free(copy);
-		return -ENOMEM;
+	char **v = *list;
+	/* Grow geometrically: when n + 1 reaches a power of two, double. */
+	if (((*n + 1) & *n) == 0) {
+		v = realloc(*list, (2 * (*n + 1) + 1) * sizeof(char *));
+		if (!v) {
+			free(copy);
+			return -ENOMEM;
+		}
+		*list = v;
 	}
-	*list = v;
 	v[(*n)++] = copy;
 	v[*n] = NULL;
 	return 0;
@@ -930,6 +934,12 @@ int cli_read_lines(FILE *f, char ***list, size_t *n)
 
 /* --- waiting on a directory of keys ---------------------------------------------- */
 
+/*
+ * The keyset keeps its keys in an array (insertion order, for iteration) and an
+ * open-addressing hash index over it, so that finding, adding and removing a key
+ * cost O(1): verify_hosts checks 10,000 hosts against 10,000 keys, and again
+ * after every watch event, so a linear scan would make it quadratic.
+ */
 void keyset_release(struct keyset *s)
 {
 	for (size_t i = 0; i < s->n; i++) {
@@ -939,28 +949,58 @@ void keyset_release(struct keyset *s)
 	}
 	free(s->keys);
 	free(s->values);
+	free(s->index);
 	*s = (struct keyset){ 0 };
+}
+
+static size_t keyset_hash(const char *key)
+{
+	size_t h = 14695981039346656037ULL;	/* FNV-1a */
+	for (const unsigned char *p = (const unsigned char *)key; *p; p++)
+		h = (h ^ *p) * 1099511628211ULL;
+	return h;
+}
+
+/* The slot of key in the index: where it is, or the empty slot it would take.
+ * Slots hold position + 1 (0 is empty). */
+static size_t keyset_slot(const struct keyset *s, const char *key)
+{
+	size_t mask = s->index_cap - 1;
+	for (size_t i = keyset_hash(key) & mask;; i = (i + 1) & mask)
+		if (s->index[i] == 0 || strcmp(s->keys[s->index[i] - 1], key) == 0)
+			return i;
+}
+
+static int keyset_reindex(struct keyset *s, size_t cap)
+{
+	size_t *index = calloc(cap, sizeof(size_t));
+	if (!index)
+		return -ENOMEM;
+	free(s->index);
+	s->index = index;
+	s->index_cap = cap;
+	for (size_t i = 0; i < s->n; i++)
+		s->index[keyset_slot(s, s->keys[i])] = i + 1;
+	return 0;
 }
 
 long keyset_find(const struct keyset *s, const char *key)
 {
-	for (size_t i = 0; i < s->n; i++)
-		if (strcmp(s->keys[i], key) == 0)
-			return (long)i;
-	return -1;
+	if (s->index_cap == 0)
+		return -1;
+	size_t slot = keyset_slot(s, key);
+	return s->index[slot] ? (long)s->index[slot] - 1 : -1;
 }
 
-static int keyset_put(struct keyset *s, const char *key, const char *value, size_t value_len)
+int keyset_put(struct keyset *s, const char *key, const char *value, size_t value_len)
 {
 	_cleanup_(freep) char *v = value ? strndup(value, value_len) : NULL;
 	if (value && !v)
 		return -ENOMEM;
 	long i = keyset_find(s, key);
 	if (i >= 0) {
-		if (s->values) {
-			free(s->values[i]);
-			s->values[i] = TAKE_PTR(v);
-		}
+		free(s->values[i]);
+		s->values[i] = TAKE_PTR(v);
 		return 0;
 	}
 	if (s->n == s->cap) {
@@ -975,22 +1015,47 @@ static int keyset_put(struct keyset *s, const char *key, const char *value, size
 		s->values = vv;
 		s->cap = cap;
 	}
+	/* Keep the index at most half full so that probes stay short. */
+	if (2 * (s->n + 1) > s->index_cap && keyset_reindex(s, s->index_cap ? 2 * s->index_cap : 32) < 0)
+		return -ENOMEM;
 	if (!(s->keys[s->n] = strdup(key)))
 		return -ENOMEM;
-	s->values[s->n++] = TAKE_PTR(v);
+	s->values[s->n] = TAKE_PTR(v);
+	s->index[keyset_slot(s, key)] = ++s->n;
 	return 0;
 }
 
 static void keyset_remove(struct keyset *s, const char *key)
 {
-	long i = keyset_find(s, key);
-	if (i < 0)
+	if (s->index_cap == 0)
 		return;
+	size_t mask = s->index_cap - 1;
+	size_t slot = keyset_slot(s, key);
+	if (!s->index[slot])
+		return;
+	size_t i = s->index[slot] - 1;
+
+	/* Backward-shift deletion: pull later members of the probe run into the
+	 * hole, so lookups never stop early at it. */
+	s->index[slot] = 0;
+	for (size_t j = (slot + 1) & mask; s->index[j]; j = (j + 1) & mask) {
+		size_t home = keyset_hash(s->keys[s->index[j] - 1]) & mask;
+		if (((j - home) & mask) >= ((j - slot) & mask)) {
+			s->index[slot] = s->index[j];
+			s->index[j] = 0;
+			slot = j;
+		}
+	}
+
+	/* Fill the array hole with the last key and point its slot at i. */
 	free(s->keys[i]);
 	free(s->values[i]);
-	s->keys[i] = s->keys[s->n - 1];
-	s->values[i] = s->values[s->n - 1];
-	s->n--;
+	size_t last = --s->n;
+	if (i != last) {
+		s->keys[i] = s->keys[last];
+		s->values[i] = s->values[last];
+		s->index[keyset_slot(s, s->keys[i])] = i + 1;
+	}
 }
 
 /* The suffix of key below dir as "a/b" when it has exactly components valid

@@ -96,11 +96,15 @@ struct keyset {
 	char **values;
 	size_t n;
 	size_t cap;
+	size_t *index;			/* hash slots: position + 1, 0 empty */
+	size_t index_cap;		/* a power of two */
 };
 typedef bool (*keyset_done_fn)(const struct keyset *s, void *userdata);
 void keyset_release(struct keyset *s);
 /* Index of key in s, or -1. */
 long keyset_find(const struct keyset *s, const char *key);
+/* Adds key (value may be NULL) or replaces its value. */
+int keyset_put(struct keyset *s, const char *key, const char *value, size_t value_len);
 /*
  * Returns 1 when done() held, 0 when the deadline passed first (or deadline is
  * 0 and it did not hold at once: "check once"), or an exit status > 1 after

@@ -329,27 +329,41 @@ int cmd_hosts_at_version(struct cli *cli, int argc, char **argv)
 
 static bool all_hosts_present(const struct keyset *s, void *userdata)
 {
-	char **wanted = userdata;
-	for (size_t i = 0; wanted[i]; i++)
-		if (keyset_find(s, wanted[i]) < 0)
+	const struct keyset *wanted = userdata;
+	/* The set holds only hosts at the version: fewer than wanted can't do. */
+	if (s->n < wanted->n)
+		return false;
+	for (size_t i = 0; i < wanted->n; i++)
+		if (keyset_find(s, wanted->keys[i]) < 0)
 			return false;
 	return true;
 }
 
+/* Adds each name to the wanted set once, keeping the first spelling's order. */
+static int want_hosts(struct keyset *wanted, char **names, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		int r = cli_check_name("host", names[i]);
+		if (r)
+			return r;
+		if (keyset_put(wanted, names[i], NULL, 0) < 0)
+			return cli_error(1, "out of memory");
+	}
+	return 0;
+}
+
 int cmd_verify_hosts(struct cli *cli, int argc, char **argv)
 {
-	_cleanup_(strv_freep) char **hosts = NULL;
+	_cleanup_(keyset_release) struct keyset wanted = { 0 };
+	_cleanup_(keyset_release) struct keyset set = { 0 };
 	_cleanup_(freep) char *dir = NULL;
-	struct keyset set = { 0 };
-	size_t n = 0;
 	int r;
 
 	if ((r = cli_check_name("version", argv[0])))
 		return r;
 	if (argc > 1) {
-		for (int i = 1; i < argc; i++)
-			if (!cli_strv_contains(hosts, argv[i]) && cli_strv_push(&hosts, &n, argv[i]) < 0)
-				return cli_error(1, "out of memory");
+		if ((r = want_hosts(&wanted, argv + 1, (size_t)argc - 1)))
+			return r;
 	} else {
 		_cleanup_(strv_freep) char **lines = NULL;
 		size_t nl = 0;
@@ -357,36 +371,27 @@ int cmd_verify_hosts(struct cli *cli, int argc, char **argv)
 		if (r < 0)
 			return cli_error(EXIT_USAGE, "cannot read hosts from standard input: %s",
 					 strerror(-r));
-		for (size_t i = 0; i < nl; i++)
-			if (!cli_strv_contains(hosts, lines[i]) &&
-			    cli_strv_push(&hosts, &n, lines[i]) < 0)
-				return cli_error(1, "out of memory");
+		if ((r = want_hosts(&wanted, lines, nl)))
+			return r;
 	}
-	if (!hosts)
+	if (wanted.n == 0)
 		return cli_error(EXIT_USAGE, "'verify_hosts' needs at least one HOST "
 				 "(arguments or one a line on stdin)");
-	for (size_t i = 0; hosts[i]; i++)
-		if ((r = cli_check_name("host", hosts[i])))
-			return r;
 
 	dir = key_running_version_version_dir(cli->opt->prefix, argv[0]);
 	if (!dir)
 		return cli_error(1, "out of memory");
 	r = cli_wait_keyset(cli, dir, 1, false, cli_deadline(cli->args.wait), false,
-			    all_hosts_present, hosts, &set);
-	if (r > 1) {
-		keyset_release(&set);
+			    all_hosts_present, &wanted, &set);
+	if (r > 1)
 		return r;
-	}
 
 	_cleanup_(strv_freep) char **missing = NULL;
 	size_t nm = 0;
-	for (size_t i = 0; hosts[i]; i++)
-		if (keyset_find(&set, hosts[i]) < 0 && cli_strv_push(&missing, &nm, hosts[i]) < 0) {
-			keyset_release(&set);
+	for (size_t i = 0; i < wanted.n; i++)
+		if (keyset_find(&set, wanted.keys[i]) < 0 &&
+		    cli_strv_push(&missing, &nm, wanted.keys[i]) < 0)
 			return cli_error(1, "out of memory");
-		}
-	keyset_release(&set);
 
 	if (cli->opt->json) {
 		cJSON *doc = cJSON_CreateObject();

@@ -1,0 +1,176 @@
+/*
+ * orchestrated.c — main() of the node daemon (SPEC §5): argv, --check-config,
+ * --once, the signals and the one sd-event loop.
+ *
+ * Signals are blocked before anything else so that none is delivered the old
+ * way; sd-event then takes SIGTERM, SIGINT and SIGHUP through signalfd, and
+ * SIGCHLD (blocked too) through its child sources, which reap the hooks.  The
+ * watchdog is sd-event's own: when the unit sets WatchdogSec=, the loop sends
+ * WATCHDOG=1 while it turns, so a stuck loop is restarted by systemd.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <systemd/sd-daemon.h>
+#include <systemd/sd-event.h>
+
+#include "cleanup.h"
+#include "config.h"
+#include "log.h"
+#include "node.h"
+#include "options.h"
+
+#ifndef ORCHESTRATE_VERSION_STRING
+#define ORCHESTRATE_VERSION_STRING "0.1"
+#endif
+
+enum {
+	OPT_ONCE = 0x200,
+	OPT_CHECK_CONFIG,
+};
+
+static const struct option own_options[] = {
+	{ "once", no_argument, NULL, OPT_ONCE },
+	{ "check-config", no_argument, NULL, OPT_CHECK_CONFIG },
+	{ NULL, 0, NULL, 0 },
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: orchestrated [--once] [--check-config] [--config FILE] [GLOBAL OPTIONS]\n"
+		"\n"
+		"  --once            run one cycle and exit (0 when at the desired version)\n"
+		"  --check-config    check the configuration, print \"configuration OK\" and exit\n"
+		"  --config FILE     configuration file (default " CONFIG_DEFAULT_PATH ")\n"
+		"  --etcd URLS, --prefix P, --hostname H, --timeout S, --cacert/--cert/--key FILE,\n"
+		"  --user NAME, --password-file FILE, --local-version-file FILE, -v, -h, --version\n"
+		"\n"
+		"See orchestrated(8).\n");
+}
+
+static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata)
+{
+	struct node *n = userdata;
+
+	switch (si->ssi_signo) {
+	case SIGHUP:
+		(void)sd_notify(false, "RELOADING=1");
+		log_info("SIGHUP: reloading the configuration");
+		(void)node_reload(n);
+		(void)sd_notify(false, "READY=1");
+		break;
+	default:
+		log_info("%s: stopping", strsignal((int)si->ssi_signo));
+		node_stop(n);
+		break;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	_cleanup_(freep) struct option *longopts = options_merge_long(own_options, options_global_long);
+	_cleanup_(options_resolved_releasep) struct options_resolved res = { 0 };
+	_cleanup_(freep) char *error = NULL;
+	_cleanup_(node_freep) struct node *node = NULL;
+	sd_event *event = NULL;
+	struct global_options global;
+	bool once = false, check = false;
+	sigset_t mask;
+	int c, r;
+
+	log_init("orchestrated", LOG_TO_AUTO);
+	if (!longopts) {
+		fprintf(stderr, "orchestrated: out of memory\n");
+		return 1;
+	}
+	global_options_init(&global);
+	while ((c = getopt_long(argc, argv, OPTIONS_GLOBAL_SHORT, longopts, NULL)) != -1) {
+		switch (c) {
+		case OPT_ONCE:
+			once = true;
+			break;
+		case OPT_CHECK_CONFIG:
+			check = true;
+			break;
+		case '?':
+			usage(stderr);
+			return EXIT_USAGE;
+		default:
+			r = options_handle(&global, c, optarg, &error);
+			if (r < 0) {
+				fprintf(stderr, "orchestrated: %s\n", error ? error : strerror(-r));
+				return EXIT_USAGE;
+			}
+			if (r == 0) {
+				usage(stderr);
+				return EXIT_USAGE;
+			}
+		}
+	}
+	if (global.help) {
+		usage(stdout);
+		return 0;
+	}
+	if (global.version) {
+		printf("orchestrated %s\n", ORCHESTRATE_VERSION_STRING);
+		return 0;
+	}
+	if (optind < argc) {
+		fprintf(stderr, "orchestrated: unexpected argument '%s'\n", argv[optind]);
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	log_set_verbose(global.verbose);
+
+	r = options_resolve(&global, &res, &error);
+	if (r < 0) {
+		fprintf(stderr, "orchestrated: %s\n", error ? error : strerror(-r));
+		return EXIT_USAGE;
+	}
+	if (check) {
+		printf("configuration OK\n");
+		return 0;
+	}
+
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	sigaddset(&mask, SIGCHLD);
+	if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
+		fatal("sigprocmask");
+	/* A hook's closed pipe or a dropped etcd stream is an error code, not a
+	 * death. */
+	signal(SIGPIPE, SIG_IGN);
+
+	r = sd_event_default(&event);
+	if (r < 0)
+		fatalx("cannot create the event loop: %s", strerror(-r));
+	r = node_new(event, &res, &global, once, &node);
+	if (r < 0)
+		fatalx("cannot set up the node: %s", strerror(-r));
+	if ((r = sd_event_add_signal(event, NULL, SIGTERM, on_signal, node)) < 0 ||
+	    (r = sd_event_add_signal(event, NULL, SIGINT, on_signal, node)) < 0 ||
+	    (!once && (r = sd_event_add_signal(event, NULL, SIGHUP, on_signal, node)) < 0) ||
+	    (r = sd_event_set_watchdog(event, true)) < 0)
+		fatalx("cannot set up the event loop: %s", strerror(-r));
+	r = node_start(node);
+	if (r < 0)
+		fatalx("cannot start: %s", strerror(-r));
+
+	r = sd_event_loop(event);
+	if (r < 0) {
+		log_warnx("event loop failed: %s", strerror(-r));
+		r = 1;
+	} else {
+		r = node_exit_code(node);
+	}
+	node = node_free(node);
+	sd_event_unref(event);
+	return r;
+}

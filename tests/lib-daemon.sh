@@ -1,0 +1,153 @@
+# lib-daemon.sh — helpers for the daemon tests (t05NN-daemon-*.sh), sourced
+# after test-lib.sh.
+#
+# Each node NAME lives in $TRASH/NAME: its config (orchestrate.yaml), local
+# version file, hiera file, profile list, a log of the daemon's output and stub
+# hooks.  The hooks are steered by files in the node's directory, so a test
+# flips a node's behaviour by writing a file:
+#
+#   config.exit     exit code of the config hook (default 0)
+#   config.sleep    seconds the config hook sleeps (default 0)
+#   validate.exit   exit code of the validate hook (default 0)
+#   services.exit   exit code of the services hook (default 0)
+#
+# and they leave traces: NAME/config.count, NAME/validate.count,
+# NAME/services.count (one line per run), NAME/hook.env (the environment of the
+# last config run), and one line per run in $TRASH/runs.log:
+#   "config-start NAME VERSION MS" / "config-end NAME VERSION MS".
+
+# node_setup NAME [EXTRA-YAML]  — writes the node's config and hooks.  EXTRA-YAML
+# is appended at the top level (for node.depends, more timing keys…).
+node_setup () {
+	nd_="$TRASH/$1"
+	mkdir -p "$nd_/hooks" "$nd_/state"
+	for h_ in config validate services; do
+		cat >"$nd_/hooks/$h_" <<EOF
+#!/bin/sh
+d="$nd_"
+echo "$h_ \$ORCHESTRATE_VERSION" >>"\$d/$h_.count"
+if test "$h_" = config; then
+	echo \$\$ >"\$d/config.pid"
+	env | sort >"\$d/hook.env"
+	echo "config-start $1 \$ORCHESTRATE_VERSION \$(( \$(date +%s%N) / 1000000 ))" >>"$TRASH/runs.log"
+fi
+echo "$h_ hook on $1 for \$ORCHESTRATE_VERSION"
+if test -f "\$d/$h_.sleep"; then sleep "\$(cat "\$d/$h_.sleep")"; fi
+if test "$h_" = config; then
+	echo "profile-$1" >"\$d/profile_list.txt"
+	echo "config-end $1 \$ORCHESTRATE_VERSION \$(( \$(date +%s%N) / 1000000 ))" >>"$TRASH/runs.log"
+fi
+rc=0
+if test -f "\$d/$h_.exit"; then rc=\$(cat "\$d/$h_.exit"); fi
+if test "\$rc" != 0; then echo "$h_ failed on purpose with \$rc"; fi
+exit "\$rc"
+EOF
+		chmod +x "$nd_/hooks/$h_"
+	done
+	cat >"$nd_/orchestrate.yaml" <<EOF
+etcd:
+  timeout: 5
+node:
+  hostname: $1
+  group: g1
+  services: [svc-$1, common]
+  profile_list: $nd_/profile_list.txt
+  addresses: {eth0: 10.0.0.$(( $(printf '%s' "$1" | cksum | cut -d' ' -f1) % 250 + 1 ))}
+paths:
+  local_version: $nd_/current_version
+  hiera_services: $nd_/services.yaml
+  state_dir: $nd_/state
+hooks:
+  config: $nd_/hooks/config
+  validate: $nd_/hooks/validate
+  services: $nd_/hooks/services
+  timeout: ${HOOK_TIMEOUT:-60}
+timing:
+  lease_ttl: ${LEASE_TTL:-10}
+  once_ttl: 30
+  splay: 0
+  quiet: 0.2
+  quiet_max: 1
+  retry_min: 1
+  retry_max: 2
+${2:-}
+EOF
+}
+
+# start_node NAME [ARGS…]  — starts orchestrated for NAME in the background and
+# waits until it registered (alive/NAME exists).
+start_node () {
+	n_=$1
+	shift
+	rm -f "$TRASH/$n_/exit" "$TRASH/$n_/pid"
+	(
+		orchestrated --config "$TRASH/$n_/orchestrate.yaml" --etcd "$ETCD_URL" \
+			--local-version-file "$TRASH/$n_/current_version" -v "$@" \
+			>>"$TRASH/$n_/log" 2>&1 &
+		echo $! >"$TRASH/$n_/pid"
+		wait $!
+		echo $? >"$TRASH/$n_/exit"
+	) &
+	wait_for "test -s '$TRASH/$n_/pid'" 5 || return 1
+	test_register_pid "$(node_pid "$n_")"
+	wait_for "etcdctl_get /alive/$n_ | grep -q pid" 15 || {
+		cat "$TRASH/$n_/log" >&2
+		return 1
+	}
+}
+
+node_pid () {
+	cat "$TRASH/$1/pid"
+}
+
+# stop_node NAME [SIGNAL]  — signals it (default TERM) and waits (bounded) until
+# it exited; its exit status is then in NAME/exit.
+stop_node () {
+	kill -"${2:-TERM}" "$(node_pid "$1")" 2>/dev/null
+	wait_for "test -s '$TRASH/$1/exit'" 30
+}
+
+# node_exit NAME  — the exit status of the node's daemon.
+node_exit () {
+	cat "$TRASH/$1/exit"
+}
+
+# node_at NAME VERSION  — the node's local version file and running_version say VERSION.
+node_at () {
+	test "$(cat "$TRASH/$1/current_version" 2>/dev/null)" = "$2" &&
+		etcdctl_get "/running_version/$2/$1" | grep -q time
+}
+
+# status_is NAME TYPE STATE  — status/TYPE/STATE/NAME exists.
+status_is () {
+	etcdctl_get "/status/$2/$3/$1" | grep -q time
+}
+
+count_lines () {
+	if test -f "$1"; then wc -l <"$1" | tr -d ' '; else echo 0; fi
+}
+
+# no_overlap FILE  — the config-start/config-end lines of runs.log never overlap:
+# every start follows the previous end.
+no_overlap () {
+	sort -n -k4 "$1" | awk '
+		$1 == "config-start" { if (open) { print "overlap at " $0; bad = 1 } open = 1 }
+		$1 == "config-end" { open = 0 }
+		END { exit bad }'
+}
+
+# stop_all_nodes  — stops every daemon still running (call before test_done, so
+# that none writes into the trash directory while it is removed).
+stop_all_nodes () {
+	for pf_ in "$TRASH"/*/pid; do
+		test -f "$pf_" || continue
+		d_=$(dirname "$pf_")
+		test -s "$d_/exit" && continue
+		kill "$(cat "$pf_")" 2>/dev/null
+	done
+	for pf_ in "$TRASH"/*/pid; do
+		test -f "$pf_" || continue
+		d_=$(dirname "$pf_")
+		wait_for "test -s '$d_/exit' || ! kill -0 $(cat "$pf_")" 30 >/dev/null 2>&1
+	done
+}

@@ -1,0 +1,102 @@
+#!/bin/sh
+test_description='orchestrated: SIGTERM during a hook, hook timeout, SIGHUP, --once'
+. "$(dirname "$0")/test-lib.sh"
+. "$TEST_DIRECTORY/lib-daemon.sh"
+
+test -x "$REPO_ROOT/bin/orchestrated" || skip_all "orchestrated is not built"
+start_etcd
+
+# group_alive PGID  — a living (not zombie) process is in the group.  Zombies
+# are left out: in a container whose PID 1 does not reap, a killed hook's
+# reparented children stay zombies, which is not our doing.
+group_alive () {
+	ps -eo pgid=,stat= | awk -v g="$1" '$1 == g && $2 !~ /^Z/ { found = 1 } END { exit !found }'
+}
+
+# hook_pgid NAME  — the process group of NAME's running config hook.
+hook_pgid () {
+	ps -eo pgid=,args= | awk "/$1\\/hooks\\/config/ && !/awk/ { print \$1; exit }"
+}
+
+test_expect_success 'SIGTERM during a config hook kills its group, records interrupted, exits 0' '
+	node_setup s1 &&
+	echo 60 >s1/config.sleep &&
+	etcdctl_put /current_version v1 &&
+	start_node s1 &&
+	wait_for "status_is s1 puppet running && test -n \"\$(hook_pgid s1)\"" 10 &&
+	pgid=$(hook_pgid s1) &&
+	stop_node s1 &&
+	test "$(node_exit s1)" = 0 &&
+	! group_alive "$pgid" &&
+	status_is s1 puppet failed &&
+	etcdctl_get /status/puppet/failed/s1 | grep -q interrupted &&
+	test -z "$(etcdctl_get /alive/s1)" &&
+	test ! -f s1/current_version
+'
+
+test_expect_success 'a hook past its timeout is killed and the run fails' '
+	node_setup s2 "" &&
+	sed -i "s/^  timeout: 60$/  timeout: 1/" s2/orchestrate.yaml &&
+	grep -q "timeout: 1$" s2/orchestrate.yaml &&
+	echo 30 >s2/config.sleep &&
+	start_node s2 &&
+	wait_for "status_is s2 puppet failed" 10 &&
+	etcdctl_get /status/puppet/failed/s2 | grep -q "timed out after 1 s" &&
+	test -z "$(hook_pgid s2)" &&
+	stop_node s2
+'
+
+test_expect_success 'SIGHUP with a good file applies it' '
+	node_setup s3 &&
+	start_node s3 &&
+	wait_for "node_at s3 v1" 10 &&
+	sed -i "s/^  services: \[svc-s3, common\]/  services: [svc-s3, common, newsvc]/" s3/orchestrate.yaml &&
+	kill -HUP $(node_pid s3) &&
+	wait_for "etcdctl_get /available_services/newsvc/s3 | grep -q addresses" 10 &&
+	grep -q "configuration reloaded" s3/log
+'
+
+test_expect_success 'SIGHUP with a bad file keeps the running configuration' '
+	cp s3/orchestrate.yaml s3/good.yaml &&
+	sed -i "s/^  splay: 0$/  splay: 0\n  bogus_key: 1/" s3/orchestrate.yaml &&
+	kill -HUP $(node_pid s3) &&
+	wait_for "grep -q \"keeping the running configuration\" s3/log" 10 &&
+	grep "keeping the running" s3/log | grep -q "orchestrate.yaml:[0-9]*:.*bogus_key" &&
+	kill -0 $(node_pid s3) &&
+	etcdctl_put /current_version v2 &&
+	wait_for "node_at s3 v2" 10 &&
+	cp s3/good.yaml s3/orchestrate.yaml &&
+	stop_node s3 && test "$(node_exit s3)" = 0
+'
+
+test_expect_success '--once runs one cycle and exits 0 at the desired version' '
+	node_setup o1 &&
+	orchestrated --once --config o1/orchestrate.yaml --etcd "$ETCD_URL" \
+		--local-version-file o1/current_version >o1/log 2>&1 &&
+	test "$(cat o1/current_version)" = v2 &&
+	etcdctl_get /running_version/v2/o1 | grep -q time &&
+	etcdctl_get /alive/o1 | grep -q pid &&
+	etcdctl_ lease list | grep -q . &&
+	orchestrated --once --config o1/orchestrate.yaml --etcd "$ETCD_URL" \
+		--local-version-file o1/current_version >>o1/log 2>&1 &&
+	test "$(count_lines o1/config.count)" = 1
+'
+
+test_expect_success '--once exits 1 when the run fails, without retrying' '
+	echo 1 >o1/config.exit &&
+	etcdctl_put /current_version v3 &&
+	test_expect_code 1 orchestrated --once --config o1/orchestrate.yaml --etcd "$ETCD_URL" \
+		--local-version-file o1/current_version >>o1/log 2>&1 &&
+	test "$(count_lines o1/config.count)" = 2 &&
+	test "$(cat o1/current_version)" = v2 &&
+	status_is o1 puppet failed
+'
+
+test_expect_success 'usage errors exit 64' '
+	test_expect_code 64 orchestrated --bogus 2>err &&
+	test_expect_code 64 orchestrated extra-arg 2>err &&
+	orchestrated -h >out && grep -q "usage: orchestrated" out
+'
+
+stop_all_nodes
+test_done
