@@ -134,7 +134,8 @@ struct node {
 	char *pending_detail;		/* what puppet/pending says now */
 	char **published;		/* services published under the lease */
 	bool services_healthy;
-	char *running_published;	/* running_version/V/HOST we put */
+	char *running_published;	/* running_version/V/HOST we put (or owe) */
+	bool running_unwritten;		/* ...but the put failed: retried when idle */
 	bool holding;			/* rollout/holders/HOST is ours */
 	bool has_slot;
 
@@ -455,6 +456,7 @@ static int node_put_leased_keys(struct node *n)
 		(void)node_publish_services(n, n->services_healthy);
 	if (n->running_published) {
 		r = fleet_set_running_version(&n->fleet, n->host, n->running_published, n->lease);
+		n->running_unwritten = r < 0;
 		if (r < 0)
 			log_warnx("cannot put running_version/%s: %s", n->running_published,
 				  etcd_last_error(n->etcd));
@@ -1178,9 +1180,12 @@ static void node_validate_done(struct node *n, const struct hook_result *res)
 		node_run_failed(n, "local version file");
 		return;
 	}
+	/* The run succeeded whatever etcd says now; a failed put is owed and
+	 * retried from idle, or the fleet would never see this host at VERSION. */
 	r = fleet_set_running_version(&n->fleet, n->host, version, n->lease);
+	n->running_unwritten = r < 0;
 	if (r < 0)
-		log_fields(LOG_WARNING, version, NULL, "cannot put running_version/%s: %s",
+		log_fields(LOG_WARNING, version, NULL, "cannot put running_version/%s: %s, will retry",
 			   version, etcd_last_error(n->etcd));
 	set_str(&n->running_published, version);
 	(void)node_publish_services(n, true);
@@ -1265,6 +1270,13 @@ static void node_idle(struct node *n)
 	n->failures = 0;
 	n->splay_done = false;
 	node_release_slot(n);
+	if (n->running_published && n->running_unwritten) {
+		int r = fleet_set_running_version(&n->fleet, n->host, n->running_published,
+						  n->lease);
+		n->running_unwritten = r < 0;
+		if (r < 0)
+			node_schedule_resync(n, USEC_PER_SEC);
+	}
 	if (!n->desired_known)
 		node_set_state(n, NODE_IDLE, "idle at %s, desired version unknown", or_none(n->local));
 	else if (!n->desired)
