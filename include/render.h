@@ -22,7 +22,8 @@
  * One row a host — HOST, VERSION, PUPPET, VALIDATION, ALIVE, GROUP, AGE, DETAIL —
  * hosts behind the desired version first, then by name; columns as wide as their
  * widest cell; DETAIL (the last line of the detail) truncated so that a row of
- * typical names fits 80 columns.  Then the totals: hosts by running version, by
+ * typical names fits 80 columns, or, when the other columns leave it less than
+ * 20, on an indented line of its own below the row.  Then the totals: hosts by running version, by
  * puppet and validation state, and the unaccounted hosts (provisioned, not
  * alive).  now (unix seconds) is what AGE counts from.  color adds ANSI colours.
  */

@@ -1,6 +1,6 @@
 /*
  * fleet.c — fleet operations (fleet.h): versions, statuses, registration,
- * services, pauses and the whole-fleet view, as requests to etcd.
+ * services, pauses, the rollout policy and the whole-fleet view, as requests to etcd.
  *
  * Every key comes from schema.h's builders and every name is checked with
  * schema_name_valid() before the first request, so a hostile name can never
@@ -21,6 +21,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -41,6 +42,10 @@
 /* etcd refuses txns with more operations than --max-txn-ops (default 128);
  * decommission splits its deletes into txns of at most this many. */
 #define TXN_MAX_OPS 100
+/* Pages of the whole-fleet view.  etcd 3.4 walks the whole range to count it for
+ * every page, so at 10,000 hosts (30,000 status keys) small pages cost a walk
+ * each; 50,000 keys is one page for most fleets and about 12 MB of reply at most. */
+#define VIEW_PAGE_SIZE 50000
 
 static inline void etcd_kv_releasep(struct etcd_kv *kv) { etcd_kv_release(kv); }
 
@@ -1020,6 +1025,172 @@ int fleet_paused(struct fleet *f, const char *host, const char *group, char **re
 	return 0;
 }
 
+/* --- rollout policy ----------------------------------------------------------------- */
+
+void rollout_policy_release(struct rollout_policy *p)
+{
+	if (!p)
+		return;
+	strv_free(p->groups);
+	memset(p, 0, sizeof(*p));
+}
+
+const char *rollout_policy_problem(const struct rollout_policy *p)
+{
+	if (p->max_parallel < 0)
+		return "max_parallel must be at least 1";
+	if (p->max_percent < 0 || p->max_percent > 100 || p->max_percent != p->max_percent)
+		return "max_percent must be between 1 and 100";
+	if (p->max_parallel > 0 && p->max_percent > 0)
+		return "max_parallel and max_percent are exclusive";
+	for (size_t i = 0; i < p->n_groups; i++) {
+		if (!schema_name_valid(p->groups[i]))
+			return "a group is not a valid name";
+		for (size_t j = 0; j < i; j++)
+			if (strcmp(p->groups[i], p->groups[j]) == 0)
+				return "a group is listed twice";
+	}
+	return NULL;
+}
+
+/* A JSON number that is a whole number in [min, max]. */
+static bool json_whole(const cJSON *item, double min, double max)
+{
+	return cJSON_IsNumber(item) && item->valuedouble >= min && item->valuedouble <= max &&
+	       item->valuedouble == (double)(long)item->valuedouble;
+}
+
+/*
+ * Strict: an object whose known fields have the right types and ranges.  Unknown
+ * fields are ignored (a newer writer may add some); anything else is -EPROTO, and
+ * the node then takes the most careful policy rather than guess.
+ */
+int rollout_policy_decode(const char *value, size_t len, struct rollout_policy *ret)
+{
+	_cleanup_(cJSON_Deletep) cJSON *obj = value ? cJSON_ParseWithLength(value, len) : NULL;
+	_cleanup_(rollout_policy_releasep) struct rollout_policy p = { 0 };
+	const cJSON *mp, *pc, *groups, *g;
+
+	if (!cJSON_IsObject(obj))
+		return -EPROTO;
+	mp = cJSON_GetObjectItemCaseSensitive(obj, "max_parallel");
+	pc = cJSON_GetObjectItemCaseSensitive(obj, "max_percent");
+	groups = cJSON_GetObjectItemCaseSensitive(obj, "groups");
+	if (mp && !json_whole(mp, 1, 1e9))
+		return -EPROTO;
+	if (pc && !(cJSON_IsNumber(pc) && pc->valuedouble > 0 && pc->valuedouble <= 100))
+		return -EPROTO;
+	if (groups && !cJSON_IsArray(groups))
+		return -EPROTO;
+	p.max_parallel = mp ? (long)mp->valuedouble : 0;
+	p.max_percent = pc ? pc->valuedouble : 0;
+	if (groups) {
+		size_t n = (size_t)cJSON_GetArraySize(groups);
+		p.groups = calloc(n + 1, sizeof(char *));
+		if (!p.groups)
+			return -ENOMEM;
+		cJSON_ArrayForEach(g, groups) {
+			if (!cJSON_IsString(g))
+				return -EPROTO;
+			if (!(p.groups[p.n_groups] = strdup(g->valuestring)))
+				return -ENOMEM;
+			p.n_groups++;
+		}
+	}
+	if (rollout_policy_problem(&p))
+		return -EPROTO;
+	*ret = p;
+	memset(&p, 0, sizeof(p));
+	return 0;
+}
+
+int rollout_policy_encode(const struct rollout_policy *p, char **ret)
+{
+	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
+
+	if (rollout_policy_problem(p))
+		return -EINVAL;
+	if (!obj)
+		return -ENOMEM;
+	if (p->max_parallel > 0 &&
+	    !cJSON_AddNumberToObject(obj, "max_parallel", (double)p->max_parallel))
+		return -ENOMEM;
+	if (p->max_percent > 0 && !cJSON_AddNumberToObject(obj, "max_percent", p->max_percent))
+		return -ENOMEM;
+	if (p->n_groups > 0) {
+		cJSON *a = cJSON_AddArrayToObject(obj, "groups");
+		if (!a)
+			return -ENOMEM;
+		for (size_t i = 0; i < p->n_groups; i++) {
+			cJSON *s = cJSON_CreateString(p->groups[i]);
+			if (!s || !cJSON_AddItemToArray(a, s)) {
+				cJSON_Delete(s);
+				return -ENOMEM;
+			}
+		}
+	}
+	return json_print(obj, ret);
+}
+
+int fleet_get_policy(struct fleet *f, struct rollout_policy *ret, char **ret_raw)
+{
+	_cleanup_(freep) char *key = key_rollout_policy(fleet_prefix(f));
+	_cleanup_(etcd_kv_releasep) struct etcd_kv kv = { 0 };
+	int r;
+
+	if (!key)
+		return -ENOMEM;
+	r = etcd_get(f->etcd, key, &kv, NULL);
+	if (r <= 0)
+		return r;
+	r = rollout_policy_decode(kv.value, kv.value_len, ret);
+	if (r == -EPROTO && ret_raw)
+		*ret_raw = TAKE_PTR(kv.value);
+	return r < 0 ? r : 1;
+}
+
+int fleet_set_policy(struct fleet *f, const struct rollout_policy *p)
+{
+	_cleanup_(freep) char *key = key_rollout_policy(fleet_prefix(f));
+	_cleanup_(freep) char *value = NULL;
+	int r;
+
+	if (rollout_policy_problem(p))
+		return -EINVAL;
+	if (!key)
+		return -ENOMEM;
+	if ((r = rollout_policy_encode(p, &value)) < 0)
+		return r;
+	return written(etcd_put(f->etcd, key, value, strlen(value), 0));
+}
+
+int fleet_clear_policy(struct fleet *f)
+{
+	_cleanup_(freep) char *key = key_rollout_policy(fleet_prefix(f));
+	if (!key)
+		return -ENOMEM;
+	return etcd_delete(f->etcd, key);
+}
+
+int fleet_put_holder(struct fleet *f, const char *host, const char *version, const char *group,
+		     int64_t lease)
+{
+	if (!name_ok(host) || !optional_name_ok(version) || !optional_name_ok(group))
+		return -EINVAL;
+
+	_cleanup_(freep) char *key = key_rollout_holder(fleet_prefix(f), host);
+	_cleanup_(freep) char *value = NULL;
+	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
+	int r;
+
+	if (!key || !obj)
+		return -ENOMEM;
+	if ((r = json_add_string(obj, "version", version)) < 0 ||
+	    (r = json_add_string(obj, "group", group)) < 0 || (r = json_print(obj, &value)) < 0)
+		return r;
+	return written(etcd_put(f->etcd, key, value, strlen(value), lease));
+}
+
 /* --- the fleet at a glance -------------------------------------------------------------- */
 
 enum view_source {
@@ -1062,47 +1233,29 @@ static void view_read_release(struct view_read *vr)
 
 static void view_read_releasep(struct view_read *vr) { view_read_release(vr); }
 
-/*
- * The ranges, each pinned to the revision of the first.  current_version and
- * previous_version are read as prefix ranges too, because etcd_get cannot pin a
- * revision; the exact keys are picked out of them later.
- */
-static int view_read_ranges(struct fleet *f, struct view_read *vr, int64_t *ret_revision)
+/* The current_version and previous_version "ranges" (exact keys as prefix
+ * ranges, because etcd_get cannot pin a revision), appended to vr->versions;
+ * the first read fixes the revision every other range is pinned to. */
+static int view_read_versions(struct fleet *f, struct view_read *vr, int64_t *revision)
 {
 	const char *P = fleet_prefix(f);
-	char *(*dir_fn[_SOURCE_MAX])(const char *) = {
-		[SOURCE_STATUS] = key_status_dir,
-		[SOURCE_RUNNING] = key_running_version_dir,
-		[SOURCE_ALIVE] = key_alive_dir,
-		[SOURCE_GROUPS] = key_groups_dir,
-	};
-	int64_t revision = 0;
-	int r;
-
-	for (int s = 0; s < _SOURCE_MAX; s++) {
-		vr->dirs[s] = dir_fn[s](P);
-		if (!vr->dirs[s])
-			return -ENOMEM;
-		r = etcd_get_prefix(f->etcd, vr->dirs[s], source_flags[s], revision, &vr->lists[s]);
-		if (r < 0)
-			return r;
-		if (revision == 0)
-			revision = vr->lists[s].revision;
-	}
 	_cleanup_(freep) char *cur = key_current_version(P);
 	_cleanup_(freep) char *prev = key_previous_version(P);
+	int r;
+
 	if (!cur || !prev)
 		return -ENOMEM;
-	r = etcd_get_prefix(f->etcd, cur, 0, revision, &vr->versions);
+	r = etcd_get_prefix(f->etcd, cur, 0, *revision, &vr->versions);
 	if (r < 0)
 		return r;
+	if (*revision == 0)
+		*revision = vr->versions.revision;
 	struct etcd_kv_list more = ETCD_KV_LIST_INIT;
-	r = etcd_get_prefix(f->etcd, prev, 0, revision, &more);
+	r = etcd_get_prefix(f->etcd, prev, 0, *revision, &more);
 	if (r < 0) {
 		etcd_kv_list_release(&more);
 		return r;
 	}
-	/* append the previous_version range to the current_version one */
 	for (size_t i = 0; i < more.n; i++) {
 		if (vr->versions.n == vr->versions.cap) {
 			size_t cap = vr->versions.cap ? vr->versions.cap * 2 : 4;
@@ -1118,6 +1271,77 @@ static int view_read_ranges(struct fleet *f, struct view_read *vr, int64_t *ret_
 		memset(&more.kvs[i], 0, sizeof(more.kvs[i]));
 	}
 	etcd_kv_list_release(&more);
+	return 0;
+}
+
+/* One lane of source ranges [from, to), on its own client. */
+struct view_lane {
+	struct etcd_client *etcd;
+	struct view_read *vr;
+	int from, to;
+	int64_t revision;
+	int r;
+};
+
+static void *view_lane_run(void *userdata)
+{
+	struct view_lane *l = userdata;
+	l->r = 0;
+	for (int s = l->from; s < l->to && l->r >= 0; s++)
+		l->r = etcd_get_prefix_paged(l->etcd, l->vr->dirs[s], source_flags[s], l->revision,
+					     VIEW_PAGE_SIZE, &l->vr->lists[s]);
+	return NULL;
+}
+
+/*
+ * The ranges, all pinned to the revision of the first read.  With
+ * f->parallel, the status range (half the keys) is read here while a thread
+ * reads the others on a second client; a failure to start the second lane
+ * falls back to reading everything here.
+ */
+static int view_read_ranges(struct fleet *f, struct view_read *vr, int64_t *ret_revision)
+{
+	const char *P = fleet_prefix(f);
+	char *(*dir_fn[_SOURCE_MAX])(const char *) = {
+		[SOURCE_STATUS] = key_status_dir,
+		[SOURCE_RUNNING] = key_running_version_dir,
+		[SOURCE_ALIVE] = key_alive_dir,
+		[SOURCE_GROUPS] = key_groups_dir,
+	};
+	_cleanup_(etcd_client_freep) struct etcd_client *second = NULL;
+	struct view_lane here = { .etcd = f->etcd, .vr = vr, .from = 0, .to = _SOURCE_MAX };
+	struct view_lane there = { .vr = vr, .from = 1, .to = _SOURCE_MAX };
+	pthread_t thread;
+	bool threaded = false;
+	int64_t revision = 0;
+	int r;
+
+	for (int s = 0; s < _SOURCE_MAX; s++)
+		if (!(vr->dirs[s] = dir_fn[s](P)))
+			return -ENOMEM;
+	if ((r = view_read_versions(f, vr, &revision)) < 0)
+		return r;
+	here.revision = there.revision = revision;
+	if (f->parallel && etcd_client_new(f->parallel, &second) >= 0) {
+		there.etcd = second;
+		threaded = pthread_create(&thread, NULL, view_lane_run, &there) == 0;
+		if (threaded)
+			here.to = 1;
+	}
+	view_lane_run(&here);
+	if (threaded) {
+		pthread_join(thread, NULL);
+		if (there.r < 0 && here.r >= 0) {
+			/* say what failed through the client the caller asks */
+			for (int s = 1; s < _SOURCE_MAX; s++)
+				etcd_kv_list_release(&vr->lists[s]);
+			here.from = 1;
+			here.to = _SOURCE_MAX;
+			view_lane_run(&here);
+		}
+	}
+	if (here.r < 0)
+		return here.r;
 	*ret_revision = revision;
 	return 0;
 }

@@ -24,6 +24,9 @@
 
 #define TABLE_WIDTH 80
 #define DETAIL_MIN 20
+/* A DETAIL that cannot have DETAIL_MIN columns at the end of its row goes on a
+ * line of its own below it, indented by this much. */
+#define DETAIL_INDENT 4
 #define COLUMN_GAP 2
 
 #define ANSI_RESET "\033[0m"
@@ -243,14 +246,17 @@ static int table_rows(const struct fleet_view *v, FILE *out, bool color, int64_t
 	}
 	qsort(rows, v->n, sizeof(*rows), row_cmp);
 
-	/* DETAIL takes what is left of 80 columns, but never less than a glance */
+	/* DETAIL takes what is left of 80 columns; when that is less than a glance
+	 * (long names), it goes below the row instead of past column 80 */
 	size_t used = 0;
 	for (int c = 0; c < COL_DETAIL; c++)
 		used += widths[c] + COLUMN_GAP;
-	size_t detail_width = used + DETAIL_MIN < TABLE_WIDTH ? TABLE_WIDTH - used : DETAIL_MIN;
+	bool detail_below = used + DETAIL_MIN > TABLE_WIDTH;
+	size_t detail_width = detail_below ? TABLE_WIDTH - DETAIL_INDENT : TABLE_WIDTH - used;
 
-	for (int c = 0; c < _COL_MAX; c++)
-		print_cell(out, column_names[c], ANSI_BOLD, widths[c], c == COL_DETAIL, color);
+	for (int c = 0; c < (detail_below ? COL_DETAIL : _COL_MAX); c++)
+		print_cell(out, column_names[c], ANSI_BOLD, widths[c],
+			   c == (detail_below ? COL_AGE : COL_DETAIL), color);
 	fputc('\n', out);
 	for (size_t i = 0; i < v->n; i++) {
 		_cleanup_(buf_releasep) struct buf detail = BUF_INIT;
@@ -262,7 +268,9 @@ static int table_rows(const struct fleet_view *v, FILE *out, bool color, int64_t
 		/* an empty DETAIL leaves no trailing spaces behind AGE */
 		for (int c = 0; c < COL_DETAIL; c++)
 			print_cell(out, rows[i].cells[c], rows[i].colors[c], widths[c],
-				   c == COL_AGE && detail.len == 0, color);
+				   c == COL_AGE && (detail.len == 0 || detail_below), color);
+		if (detail_below && detail.len > 0)
+			fprintf(out, "\n%*s", DETAIL_INDENT, "");
 		fputs(buf_str(&detail), out);
 		fputc('\n', out);
 	}

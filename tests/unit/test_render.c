@@ -177,9 +177,17 @@ static void test_table(void)
 	_cleanup_(freep) char *wtext = table(&w, false, &r);
 	is_int(r, 0, "wide table renders");
 	n = split_lines(wtext, lines, 64);
-	ok(n >= 3 && aligned(lines, 2), "wide columns aligned");
+	/* too wide for DETAIL at the end of the row: it goes below, indented, and
+	 * the header has no DETAIL column */
+	ok(n >= 4 && strstr(lines[0], "DETAIL") == NULL, "wide table: no DETAIL column");
+	ok(n >= 4 && strstr(lines[1], "2024.01.15-build.1234") - lines[1] ==
+			     strstr(lines[0], "VERSION") - lines[0] &&
+		     strstr(lines[2], "v2") - lines[2] == strstr(lines[0], "VERSION") - lines[0],
+	   "wide columns aligned");
 	ok(n >= 3 && strncmp(lines[1], "a-rather", 8) == 0, "behind host first");
-	ok(n >= 3 && strstr(lines[2], "x y z") != NULL, "control characters become spaces");
+	ok(n >= 4 && strncmp(lines[3], "    x y z", 9) == 0, "control characters become spaces, detail below");
+	/* names this long make the fixed columns alone wider than 80: they are
+	 * never cut (a cut host name is a wrong host name) */
 	ok(n >= 3 && strstr(lines[2], "  -  ") != NULL, "unknown age is '-'");
 
 	struct fleet_view empty = { 0 };
