@@ -74,7 +74,8 @@ CLI_OBJS = \
 DAEMON_OBJS = \
 	orchestrate/orchestrated.o \
 	orchestrate/node.o \
-	orchestrate/hook.o
+	orchestrate/hook.o \
+	orchestrate/metrics.o
 
 UNIT_TESTS = \
 	tests/unit/test_schema \
@@ -127,6 +128,43 @@ demo: all
 lint-man:
 	mandoc -Tlint -Wwarning man/*.[158]
 
+# libFuzzer targets (tests/fuzz/*.c) over the decoders of what comes from outside:
+# gateway replies, watch frames, the config file, names and service values.  The
+# library is built again with clang and the sanitizers into tests/fuzz/build/;
+# each fuzzer runs FUZZ_SECONDS from its committed seed corpus (new inputs go to
+# tests/fuzz/build/, never into the corpus) and make fails on the first crash,
+# leak, timeout or out-of-memory, leaving the input in tests/fuzz/build/.
+FUZZ_SECONDS ?= 60
+FUZZ_CC ?= clang
+FUZZERS = fuzz_range fuzz_watch_frame fuzz_config fuzz_names
+FUZZ_BUILD = tests/fuzz/build
+FUZZ_SAN = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+# clang does not see that a va_list format comes from a format-checked caller.
+FUZZ_CFLAGS = -std=gnu11 $(WARNINGS) -Wno-format-nonliteral -Iinclude $(PKG_CFLAGS) -DLIBEXECDIR='"$(libexecdir)"' \
+	-g -O1 $(FUZZ_SAN)
+FUZZ_LIB_OBJS = $(patsubst orchestrate/%.o,$(FUZZ_BUILD)/%.o,$(LIB_OBJS))
+
+$(FUZZ_BUILD)/%.o: orchestrate/%.c $(wildcard include/*.h) Makefile
+	@mkdir -p $(FUZZ_BUILD)
+	$(QUIET_CC)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
+
+$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LIB_OBJS)
+	$(QUIET_LINK)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_LIB_OBJS) $(PKG_LIBS)
+
+fuzz-build: $(addprefix $(FUZZ_BUILD)/,$(FUZZERS))
+.SECONDARY: $(FUZZ_LIB_OBJS)
+
+fuzz: fuzz-build
+	@set -e; for f in $(FUZZERS); do \
+		echo "== $$f ($(FUZZ_SECONDS) s)"; \
+		mkdir -p $(FUZZ_BUILD)/corpus-$$f; \
+		$(FUZZ_BUILD)/$$f -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -timeout=10 \
+			-print_final_stats=1 -artifact_prefix=$(FUZZ_BUILD)/$$f- \
+			$(FUZZ_BUILD)/corpus-$$f tests/fuzz/corpus/$$f 2>$(FUZZ_BUILD)/$$f.log || \
+			{ tail -n 60 $(FUZZ_BUILD)/$$f.log; echo "$$f: failed (see $(FUZZ_BUILD)/$$f.log)"; exit 1; }; \
+		grep -E "^(#[0-9]+.*DONE|stat::number_of_executed_units)" $(FUZZ_BUILD)/$$f.log | tail -n 1; \
+	done
+
 install: all
 	install -d $(DESTDIR)$(bindir) $(DESTDIR)$(sbindir) $(DESTDIR)$(libexecdir)/hooks \
 		$(DESTDIR)$(mandir)/man1 $(DESTDIR)$(mandir)/man5 $(DESTDIR)$(mandir)/man8 \
@@ -144,7 +182,7 @@ install: all
 
 clean:
 	rm -f $(PROGRAMS) liborchestrate.a orchestrate.bin orchestrate/*.o $(UNIT_TESTS)
-	rm -rf tests/trash.*
+	rm -rf tests/trash.* $(FUZZ_BUILD)
 
-.PHONY: all check check-unit bench demo lint-man install clean
+.PHONY: all check check-unit bench demo lint-man fuzz fuzz-build install clean
 .DELETE_ON_ERROR:

@@ -75,9 +75,10 @@ sleep 2
 median_of() { sort -n | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}'; }
 rss=$(for p in "${pids[@]:1}"; do awk '/^VmRSS/{print $2}' "/proc/$p/status"; done | median_of)
 anon=$(for p in "${pids[@]:1}"; do awk '/^RssAnon/{print $2}' "/proc/$p/status"; done | median_of)
+pss=$(for p in "${pids[@]:1}"; do awk '/^Pss:/{print $2}' "/proc/$p/smaps_rollup"; done | median_of)
 echo
-echo "idle memory of one daemon (median of $daemons): VmRSS ${rss} KiB, of which anonymous ${anon} KiB"
-echo "  (the rest is file-backed pages of shared libraries: libcurl, OpenSSL, libsystemd, ...)"
+echo "idle memory of one daemon (median of $daemons): VmRSS ${rss} KiB, of which anonymous ${anon} KiB;"
+echo "  PSS ${pss} KiB (shared library pages, mostly OpenSSL and libcurl, divided among the daemons)"
 
 counters() {
 	curl -s "$ORCHESTRATE_ETCD/metrics" | awk '/^grpc_server_started_total/ {

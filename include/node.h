@@ -5,7 +5,7 @@
  * catalog at one revision, watches them (and pause/) from there, and runs the
  * consistent configuration as an explicit state machine:
  *
- *   IDLE → [PAUSED] → WAIT_DEPENDENCIES → WAIT_SLOT → SPLAY
+ *   IDLE → [PAUSED] → WAIT_DEPENDENCIES → [WAIT_GROUP] → WAIT_SLOT → SPLAY
  *        → RUN_UPGRADE → RUN_CONFIG → RUN_VALIDATE → IDLE
  *                                   ↘ BACKOFF ↗ (retry)
  *
@@ -31,6 +31,7 @@ enum node_state {
 	NODE_IDLE,		/* at the desired version (or none is set) */
 	NODE_PAUSED,		/* an update is due but a pause applies */
 	NODE_WAIT_DEPENDENCIES,	/* puppet/pending: declared dependencies unmet */
+	NODE_WAIT_GROUP,	/* staged rollout: an earlier group is not done */
 	NODE_WAIT_SLOT,		/* waiting for a rollout slot */
 	NODE_SPLAY,		/* random delay before the run */
 	NODE_RUN_UPGRADE,	/* the upgrade hook runs */

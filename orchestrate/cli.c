@@ -75,6 +75,9 @@ enum {
 	CO_INTERVAL,
 	CO_VERSION,
 	CO_WATCH,
+	CO_MAX_PARALLEL,
+	CO_MAX_PERCENT,
+	CO_GROUPS,
 };
 
 #define OPT_END { NULL, 0, NULL, 0 }
@@ -105,6 +108,10 @@ static const struct option o_pause[] = {
 	{ "group", required_argument, NULL, CO_GROUP },
 	{ "host", required_argument, NULL, CO_HOST },
 	{ "reason", required_argument, NULL, CO_REASON }, OPT_END };
+static const struct option o_rollout_policy[] = {
+	{ "max-parallel", required_argument, NULL, CO_MAX_PARALLEL },
+	{ "max-percent", required_argument, NULL, CO_MAX_PERCENT },
+	{ "groups", required_argument, NULL, CO_GROUPS }, OPT_END };
 static const struct option o_resume[] = {
 	{ "group", required_argument, NULL, CO_GROUP },
 	{ "host", required_argument, NULL, CO_HOST }, OPT_END };
@@ -171,6 +178,17 @@ static const struct command commands[] = {
 	  "allow config runs again (fleet-wide, for a group or for a host)",
 	  "  --group GROUP      resume the hosts of GROUP\n"
 	  "  --host HOST        resume HOST\n" },
+	{ "rollout_policy", cmd_rollout_policy, 0, 1, CMD_NEEDS_ETCD | CMD_JSON, G_OPERATORS,
+	  o_rollout_policy, NULL,
+	  "rollout_policy [set [--max-parallel N | --max-percent P] [--groups G1,G2,...] | clear]",
+	  "show, set or clear the rollout policy: how many hosts apply an update at once,\n"
+	  "and the order of groups (a group starts when the earlier ones are done)",
+	  "  set                replace the policy with the options given (validated)\n"
+	  "  clear              remove the policy: every host runs at once\n"
+	  "  --max-parallel N   at most N hosts (of one group, with --groups) at a time\n"
+	  "  --max-percent P    at most P% (1-100) of the alive hosts (of one group)\n"
+	  "  --groups G1,G2,... one group at a time, in this order; hosts of no listed\n"
+	  "                     group go after the last one\n" },
 
 	{ "pending_update", cmd_pending_update, 0, 0, CMD_NEEDS_ETCD | CMD_JSON, G_NODES,
 	  NULL, NULL,
@@ -304,10 +322,15 @@ static void print_help(FILE *f)
 			const struct command *c = &commands[i];
 			if (c->group != (enum command_group)g)
 				continue;
-			/* The first line of the description is the summary. */
-			const char *nl = strchr(c->description, '\n');
-			int len = nl ? (int)(nl - c->description) : (int)strlen(c->description);
-			fprintf(f, "  %s\n      %.*s\n", c->synopsis, len, c->description);
+			fprintf(f, "  %s\n", c->synopsis);
+			/* Every line of the description, indented under the synopsis:
+			 * a summary cut at its first line would cut sentences. */
+			for (const char *line = c->description; *line;) {
+				const char *nl = strchr(line, '\n');
+				int len = nl ? (int)(nl - line) : (int)strlen(line);
+				fprintf(f, "      %.*s\n", len, line);
+				line += len + (nl ? 1 : 0);
+			}
 		}
 	}
 	fprintf(f, "\n%s", global_help);
@@ -562,6 +585,17 @@ static int parse_command_options(const struct command *cmd, const struct option 
 			break;
 		case CO_VERSION: a->version = optarg; break;
 		case CO_WATCH: a->watch = true; break;
+		case CO_MAX_PARALLEL:
+			if ((r = parse_long(cmd->name, "--max-parallel", optarg, 1, 1000000000,
+					    &a->max_parallel)))
+				return r;
+			break;
+		case CO_MAX_PERCENT:
+			if ((r = parse_long(cmd->name, "--max-percent", optarg, 1, 100,
+					    &a->max_percent)))
+				return r;
+			break;
+		case CO_GROUPS: a->groups = optarg; break;
 		default: {
 			_cleanup_(freep) char *err = NULL;
 			r = options_handle(o, c, optarg, &err);
@@ -638,7 +672,8 @@ static int dispatch(struct global_options *o, int argc, char **argv)
 	struct cli cli = {
 		.cmd = cmd,
 		.name = cmd->name,
-		.args = { .wait = -1, .count = 1, .ttl = -1, .interval = -1 },
+		.args = { .wait = -1, .count = 1, .ttl = -1, .interval = -1, .max_parallel = -1,
+			  .max_percent = -1 },
 	};
 
 	/* The command's own options first: they shadow globals of the same name. */
@@ -770,12 +805,15 @@ int cli_error(int status, const char *fmt, ...)
 int cli_etcd_error(struct cli *cli, int r, const char *what)
 {
 	const char *msg = cli->etcd ? etcd_last_error(cli->etcd) : NULL;
+	/* etcd's own words ("database space exceeded") do not say what to do. */
+	const char *hint = r == -ENOSPC ? " (etcd's NOSPACE alarm: free space with compact and "
+					  "defrag, then disarm it; reads still work)" : "";
 	if (!msg || !*msg)
 		msg = strerror(-r);
 	if (what)
-		cli_warn("%s: %s", what, msg);
+		cli_warn("%s: %s%s", what, msg, hint);
 	else
-		cli_warn("%s", msg);
+		cli_warn("%s%s", msg, hint);
 	return etcd_error_exit_code(r);
 }
 
@@ -798,6 +836,7 @@ int cli_fleet(struct cli *cli, struct fleet **ret)
 		}
 		cli->fleet.etcd = cli->etcd;
 		cli->fleet.prefix = cli->opt->prefix;
+		cli->fleet.parallel = &cli->opt->etcd;
 	}
 	*ret = &cli->fleet;
 	return 0;

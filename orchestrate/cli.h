@@ -39,6 +39,9 @@ struct cli_args {
 	long interval;			/* update_own_info --interval, -1: default */
 	const char *version;		/* update_own_info --version */
 	bool watch;			/* status --watch */
+	long max_parallel;		/* rollout_policy set --max-parallel; -1: not given */
+	long max_percent;		/* rollout_policy set --max-percent; -1: not given */
+	const char *groups;		/* rollout_policy set --groups G1,G2 */
 };
 
 struct command;
@@ -154,5 +157,6 @@ int cmd_provision(struct cli *cli, int argc, char **argv);
 int cmd_decommission(struct cli *cli, int argc, char **argv);
 int cmd_pause(struct cli *cli, int argc, char **argv);
 int cmd_resume(struct cli *cli, int argc, char **argv);
+int cmd_rollout_policy(struct cli *cli, int argc, char **argv);
 
 #endif

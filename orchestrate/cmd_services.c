@@ -84,9 +84,12 @@ static int default_services(const struct config *cfg, char ***list, size_t *n)
 			return cli_error(1, "out of memory");
 	if (cfg->profile_dir && *cfg->profile_dir) {
 		DIR *d = opendir(cfg->profile_dir);
+		/* As the daemon does: an unreadable directory (Puppet's own
+		 * /var/lib/puppet is 0750 for non-root users) is not a reason to
+		 * publish nothing of what the other sources name. */
 		if (!d && errno != ENOENT)
-			return cli_error(EXIT_USAGE, "cannot read profile directory '%s': %m",
-					 cfg->profile_dir);
+			log_warnx("cannot read profile directory '%s': %m, ignoring",
+				  cfg->profile_dir);
 		if (d) {
 			_cleanup_(strv_freep) char **names = NULL;
 			size_t nn = 0;

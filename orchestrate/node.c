@@ -26,7 +26,9 @@
  * changed catalog runs the services hook), and watch again from there.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <cjson/cJSON.h>
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-event.h>
@@ -46,6 +49,7 @@
 #include "hiera.h"
 #include "hook.h"
 #include "log.h"
+#include "metrics.h"
 #include "netif.h"
 #include "node.h"
 #include "options.h"
@@ -62,6 +66,7 @@ static const char *const node_state_names[_NODE_STATE_MAX] = {
 	[NODE_IDLE] = "idle",
 	[NODE_PAUSED] = "paused",
 	[NODE_WAIT_DEPENDENCIES] = "wait-dependencies",
+	[NODE_WAIT_GROUP] = "wait-group",
 	[NODE_WAIT_SLOT] = "wait-slot",
 	[NODE_SPLAY] = "splay",
 	[NODE_RUN_UPGRADE] = "run-upgrade",
@@ -104,6 +109,7 @@ struct node {
 	char *desired;			/* NULL: no desired version set */
 	struct catalog catalog;
 	struct etcd_watch *w_version, *w_services, *w_pause, *w_holders;
+	struct etcd_watch *w_stage[3];	/* running_version/, alive/, policy: waiting for a group */
 	sd_event_source *resync;
 	unsigned resync_failures;
 	bool paused;
@@ -132,6 +138,7 @@ struct node {
 	bool splay_done;
 	unsigned failures;
 	char *pending_detail;		/* what puppet/pending says now */
+	char *hiera_error;		/* why the hiera file could not be written */
 	char **published;		/* services published under the lease */
 	bool services_healthy;
 	char *running_published;	/* running_version/V/HOST we put (or owe) */
@@ -139,15 +146,31 @@ struct node {
 	bool holding;			/* rollout/holders/HOST is ours */
 	bool has_slot;
 
+	/* metrics (paths.metrics_file) */
+	struct metrics_hook hook_metrics[4];	/* upgrade, config, validate, services */
+	uint64_t hook_started[4];		/* CLOCK_MONOTONIC µs, 0: not running */
+	uint64_t lease_regrants;
+
 	/* stop */
 	bool stopping;			/* no new work: stopping or --once ending */
 	bool stop_requested;		/* node_stop() was called */
 	sd_event_source *stop_timer;
 };
 
+/* What node_take_slot() says the node waits for. */
+struct slot_wait {
+	char *group;		/* an earlier group still behind, or NULL */
+	size_t behind;		/* how many of its alive hosts */
+	long limit;		/* else: the slots of the node's stage... */
+	size_t holders;		/* ...and how many hosts of its stage want one */
+};
+
 static void node_schedule_evaluate(struct node *n);
+static void node_unwatch_stage(struct node *n);
+static void node_write_metrics(struct node *n);
 static void node_schedule_resync(struct node *n, uint64_t delay_usec);
 static void node_try_services(struct node *n);
+static char *node_services_marker(struct node *n);
 static void node_finish_stop(struct node *n);
 static void node_once_finish(struct node *n, int code);
 
@@ -234,10 +257,95 @@ static void node_set_state(struct node *n, enum node_state state, const char *fm
 	n->state = state;
 	set_str(&n->status, buf_str(&b));
 	(void)sd_notifyf(false, "STATUS=%s", buf_str(&b));
+	node_write_metrics(n);
 }
 
 enum node_state node_get_state(const struct node *n) { return n->state; }
 int node_exit_code(const struct node *n) { return n->exit_code; }
+
+/* --- metrics ------------------------------------------------------------------------ */
+
+enum { HOOK_M_UPGRADE, HOOK_M_CONFIG, HOOK_M_VALIDATE, HOOK_M_SERVICES, _HOOK_M_MAX };
+
+static const char *const hook_metric_names[_HOOK_M_MAX] = {
+	"upgrade", "config", "validate", "services",
+};
+
+static size_t hook_metric_index(const char *name)
+{
+	for (size_t i = 0; i < _HOOK_M_MAX; i++)
+		if (strcmp(hook_metric_names[i], name) == 0)
+			return i;
+	return HOOK_M_SERVICES;
+}
+
+static double wall_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static uint64_t mono_now(struct node *n)
+{
+	uint64_t usec = 0;
+	(void)sd_event_now(n->event, CLOCK_MONOTONIC, &usec);
+	return usec;
+}
+
+/*
+ * Rewrites paths.metrics_file (when set): called on every change of state or
+ * status line and at every hook's end — the moments its contents change — so
+ * no timer is needed.  file_write_atomic() leaves an unchanged file alone.
+ */
+static void node_write_metrics(struct node *n)
+{
+	const char *path = n->opt.config->metrics_file;
+	_cleanup_(buf_releasep) struct buf out = BUF_INIT;
+	bool changed;
+	int r;
+
+	if (!path || !*path)
+		return;
+	struct metrics m = {
+		.desired_version = n->desired_known ? n->desired : NULL,
+		.local_version = n->local,
+		.hooks = n->hook_metrics,
+		.n_hooks = _HOOK_M_MAX,
+		.catalog_entries = n->catalog.n,
+		.etcd_reconnects = etcd_client_reconnects(n->etcd),
+		.lease_regrants = n->lease_regrants,
+		.states = node_state_names,
+		.n_states = _NODE_STATE_MAX,
+		.state = (size_t)n->state,
+	};
+	r = metrics_render(&m, &out);
+	if (r >= 0)
+		r = file_write_atomic(path, out.data, out.len, 0644, &changed);
+	if (r < 0)
+		log_warnx("cannot write metrics file '%s': %s", path, strerror(-r));
+}
+
+static void node_hook_started(struct node *n, const char *name)
+{
+	n->hook_started[hook_metric_index(name)] = mono_now(n);
+}
+
+/* Records a hook's end for the metrics (and writes them). */
+static void node_hook_ended(struct node *n, const char *name, const struct hook_result *res)
+{
+	size_t i = hook_metric_index(name);
+	struct metrics_hook *h = &n->hook_metrics[i];
+	uint64_t now = mono_now(n);
+
+	h->ran = true;
+	h->exit_code = res->signal || res->timed_out ? -1 : res->exit_code;
+	h->duration = n->hook_started[i] && now >= n->hook_started[i]
+			      ? (double)(now - n->hook_started[i]) / (double)USEC_PER_SEC : 0;
+	h->time = wall_now();
+	n->hook_started[i] = 0;
+	node_write_metrics(n);
+}
 
 /* --- local version ----------------------------------------------------------------- */
 
@@ -314,8 +422,16 @@ static int strv_push(char ***v, size_t *n, const char *s)
 	return 0;
 }
 
+/* Keeps the names of a profile directory that are not hidden (scandir filter). */
+static int profile_entry_visible(const struct dirent *de)
+{
+	return de->d_name[0] != '.';
+}
+
 /* The services this node offers: node.services of the config, then every line
- * of the profile list file (written by Puppet during the config run). */
+ * of the profile list file (written by Puppet during the config run), then
+ * every file name in node.profile_dir (orchestrate::profile's one file per
+ * service), like publish_service's defaults. */
 static int node_services(struct node *n, char ***ret)
 {
 	_cleanup_(strv_freep) char **v = NULL;
@@ -348,6 +464,29 @@ static int node_services(struct node *n, char ***ret)
 	} else if (cfg->profile_list && r != -ENOENT) {
 		log_warnx("cannot read profile list '%s': %s, ignoring", cfg->profile_list,
 			  strerror(-r));
+	}
+	if (cfg->profile_dir && *cfg->profile_dir) {
+		struct dirent **names = NULL;
+		int nn = scandir(cfg->profile_dir, &names, profile_entry_visible, alphasort);
+		if (nn < 0 && errno != ENOENT)
+			log_warn("cannot read profile directory '%s', ignoring", cfg->profile_dir);
+		for (int i = 0; i < nn; i++) {
+			const char *name = names[i]->d_name;
+			r = 0;
+			if (!schema_name_valid(name))
+				log_warnx("profile directory '%s': invalid service name '%s': %s, "
+					  "ignoring", cfg->profile_dir, name, schema_name_problem(name));
+			else if (!strv_contains(v, name))
+				r = strv_push(&v, &count, name);
+			if (r < 0) {
+				while (i < nn)
+					free(names[i++]);
+				free(names);
+				return r;
+			}
+			free(names[i]);
+		}
+		free(names);
 	}
 	*ret = TAKE_PTR(v);
 	return 0;
@@ -461,13 +600,10 @@ static int node_put_leased_keys(struct node *n)
 			log_warnx("cannot put running_version/%s: %s", n->running_published,
 				  etcd_last_error(n->etcd));
 	}
-	if (n->holding) {
-		_cleanup_(freep) char *key = key_rollout_holder(n->fleet.prefix, n->host);
-		_cleanup_(buf_releasep) struct buf v = BUF_INIT;
-		if (key && buf_printf(&v, "{\"version\":\"%s\"}", or_none(n->run_version ? n->run_version : n->desired)) >= 0 &&
-		    etcd_put(n->etcd, key, v.data, v.len, n->lease) < 0)
-			log_warnx("cannot put rollout holder: %s", etcd_last_error(n->etcd));
-	}
+	if (n->holding &&
+	    fleet_put_holder(&n->fleet, n->host, n->run_version ? n->run_version : n->desired,
+			     cfg->group, n->lease) < 0)
+		log_warnx("cannot put rollout holder: %s", etcd_last_error(n->etcd));
 	return 0;
 }
 
@@ -517,6 +653,7 @@ static int node_on_keepalive(sd_event_source *s, uint64_t usec, void *userdata)
 		} else {
 			n->lease = lease;
 			n->keys_lost = true;
+			n->lease_regrants++;
 		}
 	}
 	if (n->keys_lost && r >= 0) {
@@ -537,6 +674,8 @@ static int node_on_keepalive(sd_event_source *s, uint64_t usec, void *userdata)
 /* --- hiera file ----------------------------------------------------------------------- */
 
 /* Renders the catalog and writes the hiera file; a change bumps hiera_gen. */
+static int node_on_debounce(sd_event_source *s, uint64_t usec, void *userdata);
+
 static void node_write_hiera(struct node *n)
 {
 	_cleanup_(buf_releasep) struct buf out = BUF_INIT;
@@ -553,9 +692,22 @@ static void node_write_hiera(struct node *n)
 	}
 	r = file_write_atomic(path, out.data, out.len, 0644, &changed);
 	if (r < 0) {
-		log_warnx("cannot write hiera file '%s': %s, keeping the old one", path,
-			  strerror(-r));
+		_cleanup_(buf_releasep) struct buf why = BUF_INIT;
+		(void)buf_printf(&why, "cannot write hiera file '%s': %s", path, strerror(-r));
+		if (!str_eq(n->hiera_error, buf_str(&why)))
+			log_warnx("%s, keeping the old one", buf_str(&why));
+		set_str(&n->hiera_error, buf_str(&why));
+		/* A full or read-only disk heals without a catalog change:
+		 * read and write again a little later. */
+		if (!n->debounce && !n->stopping)
+			(void)timer_arm(n, &n->debounce,
+					sec_to_usec(n->opt.config->quiet) + USEC_PER_SEC,
+					node_on_debounce);
 		return;
+	}
+	if (n->hiera_error) {
+		log_info("hiera file '%s' written again", path);
+		set_str(&n->hiera_error, NULL);
 	}
 	if (changed) {
 		n->hiera_gen++;
@@ -572,6 +724,7 @@ static void node_stop_watches(struct node *n)
 	n->w_services = etcd_watch_stop(n->w_services);
 	n->w_pause = etcd_watch_stop(n->w_pause);
 	n->w_holders = etcd_watch_stop(n->w_holders);
+	node_unwatch_stage(n);
 }
 
 static void node_on_watch_error(struct etcd_watch *w, int error, int64_t compact, void *userdata)
@@ -804,6 +957,24 @@ static int node_resync(struct node *n)
 		 * offered again under the new lease. */
 		if (n->local && !n->published)
 			(void)node_publish_services(n, n->services_healthy);
+		/* The local version is the one whose run and validation last
+		 * succeeded here, and the host runs it until a new run ends:
+		 * put running_version again under the new lease (the old one
+		 * may have expired while the daemon was down), unless the last
+		 * run was interrupted or its validation failed. */
+		_cleanup_(freep) char *marker = node_services_marker(n);
+		if (marker && access(marker, F_OK) == 0) {
+			log_warnx("the services hook was interrupted by the last stop: running it again");
+			n->hiera_gen++;
+		}
+		if (n->local && !n->running_published && !n->rerun && !n->validation_failed) {
+			int k = fleet_set_running_version(&n->fleet, n->host, n->local, n->lease);
+			set_str(&n->running_published, n->local);
+			n->running_unwritten = k < 0;
+			if (k < 0)
+				log_warnx("cannot put running_version/%s: %s, will retry", n->local,
+					  etcd_last_error(n->etcd));
+		}
 		if (!n->once)
 			(void)sd_notify(false, "READY=1");
 	}
@@ -870,7 +1041,8 @@ static char *node_missing_dependencies(struct node *n, char **ret_short)
 	return buf_detach(&b);
 }
 
-static void node_release_slot(struct node *n)
+/* Gives the slot (or the place in the queue for one) back. */
+static void node_drop_holder(struct node *n)
 {
 	n->w_holders = etcd_watch_stop(n->w_holders);
 	if (!n->holding)
@@ -884,87 +1056,317 @@ static void node_release_slot(struct node *n)
 	n->has_slot = false;
 }
 
+/* Done with the rollout, or no policy: no slot, no waiting for a group. */
+static void node_release_slot(struct node *n)
+{
+	node_drop_holder(n);
+	node_unwatch_stage(n);
+}
+
 static int cmp_kv_create(const void *a, const void *b)
 {
 	const struct etcd_kv *x = a, *y = b;
 	return (x->create_revision > y->create_revision) - (x->create_revision < y->create_revision);
 }
 
+/* The part of kv's key below a directory of dir_len bytes. */
+static const char *kv_suffix(const struct etcd_kv *kv, size_t dir_len)
+{
+	return kv->key_len > dir_len ? kv->key + dir_len : "";
+}
+
+/* Whether a range below a directory of dir_len bytes (sorted by key, as etcd
+ * returns it: byte order, which is strcmp's) holds the key dir + name. */
+static bool kvs_has(const struct etcd_kv_list *l, size_t dir_len, const char *name)
+{
+	size_t lo = 0, hi = l->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(kv_suffix(&l->kvs[mid], dir_len), name);
+		if (c == 0)
+			return true;
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return false;
+}
+
 /*
- * Takes a rollout slot when a policy is set.  Returns 1 when the node may run
- * (no policy, or a slot held), 0 when it must wait (a watch on holders/ wakes
- * it on deletions), or a negative code.
+ * The node's stage in a staged rollout: the index of group in the policy's
+ * groups, or n_groups — after every listed group — when the node has no group
+ * or one the policy does not list (an unlisted host is never the first to get
+ * an update, and never blocks a listed group).  Without groups, everyone is in
+ * stage 0.
  */
-static int node_take_slot(struct node *n, long *ret_limit, size_t *ret_holders)
+static size_t policy_stage(const struct rollout_policy *p, const char *group)
+{
+	for (size_t i = 0; group && i < p->n_groups; i++)
+		if (strcmp(p->groups[i], group) == 0)
+			return i;
+	return p->n_groups;
+}
+
+static char *key_group_dir(const char *P, const char *group)
+{
+	_cleanup_(freep) char *dir = key_groups_dir(P);
+	struct buf b = BUF_INIT;
+	if (!dir || buf_printf(&b, "%s%s/", dir, group) < 0) {
+		buf_release(&b);
+		return NULL;
+	}
+	return buf_detach(&b);
+}
+
+/* How many hosts of alive (a range below a dir of alive_len bytes) are members
+ * of group, other than skip (may be NULL); with running (not NULL), only those
+ * not in it.  Reads groups/GROUP/ at revision. */
+static int group_count(struct node *n, const char *group, int64_t revision,
+		       const struct etcd_kv_list *alive, size_t alive_len,
+		       const struct etcd_kv_list *running, size_t running_len, const char *skip,
+		       size_t *ret)
+{
+	_cleanup_(freep) char *gdir = key_group_dir(n->fleet.prefix, group);
+	_cleanup_(etcd_kv_list_releasep) struct etcd_kv_list members = ETCD_KV_LIST_INIT;
+	size_t count = 0;
+	int r;
+
+	if (!gdir)
+		return -ENOMEM;
+	r = etcd_get_prefix(n->etcd, gdir, ETCD_KEYS_ONLY, revision, &members);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < members.n; i++) {
+		const char *host = kv_suffix(&members.kvs[i], strlen(gdir));
+		if (!schema_name_valid(host) || (skip && strcmp(host, skip) == 0))
+			continue;
+		if (kvs_has(alive, alive_len, host) &&
+		    (!running || !kvs_has(running, running_len, host)))
+			count++;
+	}
+	*ret = count;
+	return 0;
+}
+
+static int node_on_stage_events(const struct etcd_event *ev, size_t count, int64_t revision,
+				void *userdata)
+{
+	if (count > 0)
+		node_schedule_evaluate(userdata);
+	return 0;
+}
+
+static void node_unwatch_stage(struct node *n)
+{
+	for (size_t i = 0; i < ELEMENTSOF(n->w_stage); i++)
+		n->w_stage[i] = etcd_watch_stop(n->w_stage[i]);
+}
+
+/* While the node waits for an earlier group: what can end the wait is a host
+ * reaching the version (running_version/), a host dying or joining (alive/), or
+ * a new policy.  Watched from the revision the decision was made at. */
+static int node_watch_stage(struct node *n, int64_t from)
 {
 	const char *P = n->fleet.prefix;
-	_cleanup_(freep) char *pkey = key_rollout_policy(P);
+	_cleanup_(freep) char *kr = key_running_version_dir(P);
+	_cleanup_(freep) char *ka = key_alive_dir(P);
+	_cleanup_(freep) char *kp = key_rollout_policy(P);
+	const char *keys[ELEMENTSOF(n->w_stage)] = { kr, ka, kp };
+	int r;
+
+	if (!kr || !ka || !kp)
+		return -ENOMEM;
+	for (size_t i = 0; i < ELEMENTSOF(n->w_stage); i++) {
+		if (n->w_stage[i])
+			continue;
+		r = etcd_watch_start(n->etcd, keys[i], keys[i] != kp, from, node_watch_idle_ms(n),
+				     node_on_stage_events, node_on_watch_error, n, &n->w_stage[i]);
+		if (r < 0) {
+			node_unwatch_stage(n);
+			return r;
+		}
+	}
+	return 0;
+}
+
+/*
+ * Staged rollout: 1 when every alive host of the groups before this node's
+ * stage runs the desired version (or there is nothing before it), 0 with the
+ * first group still behind and how many of its alive hosts are, or a negative
+ * code.  One pinned read: alive/ and running_version/DESIRED/ (keys only),
+ * then groups/G/ of each earlier group until one is behind.
+ */
+static int node_stage_ready(struct node *n, const struct rollout_policy *p,
+			    struct slot_wait *ret_wait, int64_t *ret_revision)
+{
+	const char *P = n->fleet.prefix;
+	size_t stage = policy_stage(p, n->opt.config->group);
+	_cleanup_(freep) char *adir = NULL, *rdir = NULL;
+	_cleanup_(etcd_kv_list_releasep) struct etcd_kv_list alive = ETCD_KV_LIST_INIT;
+	_cleanup_(etcd_kv_list_releasep) struct etcd_kv_list running = ETCD_KV_LIST_INIT;
+	int r;
+
+	if (stage == 0)
+		return 1;
+	adir = key_alive_dir(P);
+	rdir = key_running_version_version_dir(P, n->desired);
+	if (!adir || !rdir)
+		return -ENOMEM;
+	if ((r = etcd_get_prefix(n->etcd, adir, ETCD_KEYS_ONLY, 0, &alive)) < 0 ||
+	    (r = etcd_get_prefix(n->etcd, rdir, ETCD_KEYS_ONLY, alive.revision, &running)) < 0)
+		return r;
+	*ret_revision = alive.revision;
+	for (size_t g = 0; g < stage; g++) {
+		size_t behind = 0;
+		r = group_count(n, p->groups[g], alive.revision, &alive, strlen(adir), &running,
+				strlen(rdir), n->host, &behind);
+		if (r < 0)
+			return r;
+		if (behind > 0) {
+			if (!(ret_wait->group = strdup(p->groups[g])))
+				return -ENOMEM;
+			ret_wait->behind = behind;
+			return 0;
+		}
+	}
+	return 1;
+}
+
+/* max_percent of the alive hosts of the node's stage (of the fleet without
+ * groups), at least 1. */
+static int node_percent_limit(struct node *n, const struct rollout_policy *p, long *ret)
+{
+	_cleanup_(freep) char *adir = key_alive_dir(n->fleet.prefix);
+	_cleanup_(etcd_kv_list_releasep) struct etcd_kv_list alive = ETCD_KV_LIST_INIT;
+	size_t stage = policy_stage(p, n->opt.config->group), total;
+	int r;
+
+	if (!adir)
+		return -ENOMEM;
+	r = etcd_get_prefix(n->etcd, adir, p->n_groups ? ETCD_KEYS_ONLY : ETCD_COUNT_ONLY, 0,
+			    &alive);
+	if (r < 0)
+		return r;
+	total = p->n_groups ? alive.n : (size_t)alive.count;
+	if (stage < p->n_groups) {
+		r = group_count(n, p->groups[stage], alive.revision, &alive, strlen(adir), NULL, 0,
+				NULL, &total);
+		if (r < 0)
+			return r;
+	} else {
+		/* the unlisted: the alive hosts of no listed group */
+		for (size_t g = 0; g < p->n_groups; g++) {
+			size_t in = 0;
+			r = group_count(n, p->groups[g], alive.revision, &alive, strlen(adir), NULL,
+					0, NULL, &in);
+			if (r < 0)
+				return r;
+			total -= in < total ? in : total;
+		}
+	}
+	*ret = (long)((double)total * p->max_percent / 100.0);
+	if (*ret < 1)
+		*ret = 1;
+	return 0;
+}
+
+/* The stage of a holder, from the group in its value (none: unlisted). */
+static size_t holder_stage(const struct etcd_kv *kv, const struct rollout_policy *p)
+{
+	_cleanup_(cJSON_Deletep) cJSON *obj = NULL;
+	const cJSON *g;
+
+	if (p->n_groups == 0)
+		return 0;
+	obj = cJSON_ParseWithLength(kv->value ? kv->value : "", kv->value_len);
+	g = cJSON_GetObjectItemCaseSensitive(obj, "group");
+	return policy_stage(p, cJSON_IsString(g) ? g->valuestring : NULL);
+}
+
+/*
+ * Takes a rollout slot when a policy is set.  Returns 1 when the node may run
+ * (no policy, or its stage's turn and a slot held), 0 when it must wait — for
+ * an earlier group (ret_wait->group set; watches on running_version/, alive/
+ * and the policy wake it) or for a slot (a watch on holders/ wakes it on
+ * deletions) — or a negative code.
+ *
+ * Slots are counted among the holders of the node's own stage: the first
+ * max_parallel of them by create revision hold one.  Holders of other stages
+ * are hosts still retrying an earlier group (which keeps this stage waiting
+ * anyway) or the unlisted, which must not eat a listed group's slots.
+ */
+static int node_take_slot(struct node *n, struct slot_wait *ret_wait)
+{
+	const char *P = n->fleet.prefix;
 	_cleanup_(freep) char *hdir = key_rollout_holders_dir(P);
 	_cleanup_(freep) char *mine = key_rollout_holder(P, n->host);
 	_cleanup_(etcd_kv_list_releasep) struct etcd_kv_list holders = ETCD_KV_LIST_INIT;
-	struct etcd_kv policy = { 0 };
-	_cleanup_(cJSON_Deletep) cJSON *json = NULL;
+	_cleanup_(rollout_policy_releasep) struct rollout_policy policy = { 0 };
+	size_t stage, rank = 0;
+	int64_t revision = 0;
 	long limit = 0;
 	int r;
 
 	if (n->has_slot)
 		return 1;
-	if (!pkey || !hdir || !mine)
+	if (!hdir || !mine)
 		return -ENOMEM;
-	r = etcd_get(n->etcd, pkey, &policy, NULL);
-	if (r < 0)
+	r = fleet_get_policy(&n->fleet, &policy, NULL);
+	if (r == -EPROTO) {
+		/* An unreadable policy is taken as the most careful one. */
+		log_warnx("rollout policy is not understood, taking max_parallel 1");
+		policy.max_parallel = 1;
+	} else if (r < 0) {
 		return r;
-	if (r == 0) {
+	} else if (r == 0) {
 		node_release_slot(n);
 		return 1;
 	}
-	json = cJSON_ParseWithLength(policy.value, policy.value_len);
-	etcd_kv_release(&policy);
-	if (json) {
-		const cJSON *mp = cJSON_GetObjectItemCaseSensitive(json, "max_parallel");
-		const cJSON *pc = cJSON_GetObjectItemCaseSensitive(json, "max_percent");
-		if (cJSON_IsNumber(mp) && mp->valuedouble >= 1) {
-			limit = (long)mp->valuedouble;
-		} else if (cJSON_IsNumber(pc) && pc->valuedouble > 0) {
-			_cleanup_(freep) char *adir = key_alive_dir(P);
-			_cleanup_(etcd_kv_list_releasep) struct etcd_kv_list alive = ETCD_KV_LIST_INIT;
-			if (!adir)
-				return -ENOMEM;
-			r = etcd_get_prefix(n->etcd, adir, ETCD_COUNT_ONLY, 0, &alive);
-			if (r < 0)
-				return r;
-			limit = (long)((double)alive.count * pc->valuedouble / 100.0);
-		}
+	stage = policy_stage(&policy, n->opt.config->group);
+
+	r = node_stage_ready(n, &policy, ret_wait, &revision);
+	if (r < 0)
+		return r;
+	if (r == 0) {
+		node_drop_holder(n);
+		return node_watch_stage(n, revision + 1);
 	}
+	node_unwatch_stage(n);
+
+	if (policy.max_parallel > 0)
+		limit = policy.max_parallel;
+	else if (policy.max_percent > 0 && (r = node_percent_limit(n, &policy, &limit)) < 0)
+		return r;
 	if (limit <= 0) {
-		/* An unreadable policy is taken as the most careful one. */
-		if (!json || (!cJSON_GetObjectItem(json, "max_percent")))
-			log_warnx("rollout policy is not understood, taking max_parallel 1");
-		limit = 1;
+		node_release_slot(n);
+		return 1;	/* groups alone: the whole group at once */
 	}
 
 	if (!n->holding) {
-		_cleanup_(buf_releasep) struct buf v = BUF_INIT;
-		if ((r = buf_printf(&v, "{\"version\":\"%s\"}", or_none(n->desired))) < 0)
-			return r;
-		r = etcd_put(n->etcd, mine, v.data, v.len, n->lease);
+		r = fleet_put_holder(&n->fleet, n->host, n->desired, n->opt.config->group,
+				     n->lease);
 		if (r < 0)
 			return r;
 		n->holding = true;
 	}
-	r = etcd_get_prefix(n->etcd, hdir, ETCD_KEYS_ONLY, 0, &holders);
+	r = etcd_get_prefix(n->etcd, hdir, 0, 0, &holders);
 	if (r < 0)
 		return r;
 	qsort(holders.kvs, holders.n, sizeof(*holders.kvs), cmp_kv_create);
-	*ret_limit = limit;
-	*ret_holders = holders.n;
-	for (size_t i = 0; i < holders.n && (long)i < limit; i++)
-		if (strcmp(holders.kvs[i].key, mine) == 0) {
+	ret_wait->limit = limit;
+	for (size_t i = 0; i < holders.n; i++) {
+		if (holder_stage(&holders.kvs[i], &policy) != stage)
+			continue;
+		ret_wait->holders++;
+		if (strcmp(holders.kvs[i].key, mine) == 0 && (long)rank < limit) {
 			n->has_slot = true;
 			n->w_holders = etcd_watch_stop(n->w_holders);
-			log_info("rollout slot taken (%zu of %ld)", i + 1, limit);
+			log_info("rollout slot taken (%zu of %ld)", rank + 1, limit);
 			return 1;
 		}
+		rank++;
+	}
 	if (!n->w_holders) {
 		r = etcd_watch_start(n->etcd, hdir, true, holders.revision + 1,
 				     node_watch_idle_ms(n), node_on_holders_events,
@@ -1072,6 +1474,8 @@ static void node_run_hook(struct node *n, enum node_state which)
 	}
 	r = node_build_env(n, n->run_version, &env);
 	if (r >= 0)
+		node_hook_started(n, name);
+	if (r >= 0)
 		r = hook_spawn(n->event, name, path, env, n->opt.config->hook_timeout,
 			       n->run_version, node_on_run_hook, n, &n->run_hook);
 	if (r < 0) {
@@ -1080,6 +1484,7 @@ static void node_run_hook(struct node *n, enum node_state which)
 		(void)buf_printf(&d, "cannot run %s hook '%s': %s", name, path, strerror(-r));
 		log_fields(LOG_ERR, n->run_version, name, "%s", buf_str(&d));
 		bad.output = buf_str(&d);
+		node_hook_ended(n, name, &bad);
 		node_hook_finished(n, which, &bad);
 	}
 }
@@ -1095,6 +1500,7 @@ static void node_on_run_hook(struct hook *h, const struct hook_result *res, void
 
 	log_fields(res->exit_code == 0 ? LOG_INFO : LOG_WARNING, n->run_version, hook_name(h),
 		   "hook '%s' %s", hook_name(h), or_none(what));
+	node_hook_ended(n, hook_name(h), res);
 	if (n->stopping) {
 		node_finish_stop(n);
 		return;
@@ -1109,8 +1515,23 @@ static char *node_detail(const struct hook_result *res)
 {
 	_cleanup_(freep) char *what = hook_result_describe(res);
 	struct buf b = BUF_INIT;
-	(void)buf_printf(&b, "%s%s%s", or_none(what), res->output && *res->output ? "\n" : "",
-			 res->output ? res->output : "");
+	const char *out = res->output ? res->output : "";
+	size_t len = strlen(out), room;
+
+	/* The detail keeps its last SCHEMA_DETAIL_MAX bytes: cut the output
+	 * here so that the reason in front survives a hook that printed a lot,
+	 * and never in the middle of a UTF-8 sequence. */
+	(void)buf_adds(&b, or_none(what));
+	room = SCHEMA_DETAIL_MAX > b.len + 1 ? SCHEMA_DETAIL_MAX - b.len - 1 : 0;
+	if (len > room) {
+		out += len - room;
+		while (*out && ((unsigned char)*out & 0xc0) == 0x80)
+			out++;
+	}
+	if (*out) {
+		(void)buf_addc(&b, '\n');
+		(void)buf_adds(&b, out);
+	}
 	return buf_detach(&b);
 }
 
@@ -1245,6 +1666,14 @@ static void node_start_run(struct node *n)
 	set_str(&n->run_version, n->desired);
 	set_str(&n->run_previous, n->local);
 	set_str(&n->pending_detail, NULL);
+	if (n->hiera_error)
+		node_write_hiera(n);
+	if (n->hiera_error) {
+		/* The config run would read a stale catalog: fail it, visibly. */
+		node_status(n, STATUS_PUPPET, STATE_FAILED, n->run_version, -1, n->hiera_error);
+		node_run_failed(n, "hiera file");
+		return;
+	}
 	r = fleet_set_status(&n->fleet, n->host, STATUS_PUPPET, STATE_RUNNING, n->run_version, 0,
 			     NULL);
 	if (r < 0) {
@@ -1293,8 +1722,8 @@ static void node_idle(struct node *n)
 static bool node_evaluate_run(struct node *n)
 {
 	_cleanup_(freep) char *missing = NULL, *missing_short = NULL;
-	long limit = 0;
-	size_t holders = 0;
+	_cleanup_(freep) char *waiting_group = NULL;
+	struct slot_wait wait = { 0 };
 	int r;
 
 	if (n->stopping || !n->synced || n->run_hook)
@@ -1340,15 +1769,21 @@ static bool node_evaluate_run(struct node *n)
 		return false;
 	}
 
-	r = node_take_slot(n, &limit, &holders);
+	r = node_take_slot(n, &wait);
+	waiting_group = wait.group;
 	if (r < 0) {
 		log_warnx("cannot take a rollout slot: %s", etcd_last_error(n->etcd));
 		node_run_failed(n, "rollout slot");
 		return false;
 	}
+	if (r == 0 && waiting_group) {
+		node_set_state(n, NODE_WAIT_GROUP, "waiting for group %s (%zu host%s behind)",
+			       waiting_group, wait.behind, wait.behind == 1 ? "" : "s");
+		return false;
+	}
 	if (r == 0) {
 		node_set_state(n, NODE_WAIT_SLOT, "waiting for a rollout slot for %s (%zu holders, max %ld)",
-			       n->desired, holders, limit);
+			       n->desired, wait.holders, wait.limit);
 		return false;
 	}
 
@@ -1387,6 +1822,42 @@ static void node_schedule_evaluate(struct node *n)
 
 /* --- the services hook ----------------------------------------------------------------- */
 
+/*
+ * STATE_DIR/services-pending exists while the services hook runs.  A daemon
+ * killed meanwhile finds it at its next start and runs the hook again: the
+ * hiera file it writes then holds the same bytes, which alone would never
+ * run the hook, and the interrupted run may have applied nothing.
+ */
+static char *node_services_marker(struct node *n)
+{
+	const char *dir = n->opt.config->state_dir;
+	struct buf b = BUF_INIT;
+	if (!dir || !*dir || buf_printf(&b, "%s/services-pending", dir) < 0) {
+		buf_release(&b);
+		return NULL;
+	}
+	return buf_detach(&b);
+}
+
+static void node_services_mark(struct node *n, bool pending)
+{
+	_cleanup_(freep) char *path = node_services_marker(n);
+	int fd;
+
+	if (!path)
+		return;
+	if (!pending) {
+		(void)unlink(path);
+		return;
+	}
+	(void)mkdir(n->opt.config->state_dir, 0755);
+	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (fd < 0)
+		log_warnx("cannot create '%s': %s", path, strerror(errno));
+	else
+		close(fd);
+}
+
 static void node_on_services_hook(struct hook *h, const struct hook_result *res, void *userdata)
 {
 	struct node *n = userdata;
@@ -1396,10 +1867,13 @@ static void node_on_services_hook(struct hook *h, const struct hook_result *res,
 
 	log_fields(res->exit_code == 0 ? LOG_INFO : LOG_WARNING, n->local, "services",
 		   "hook 'services' %s", or_none(what));
+	node_hook_ended(n, "services", res);
 	if (n->stopping) {
+		/* stopped midway: the marker stays, the next start runs it again */
 		node_finish_stop(n);
 		return;
 	}
+	node_services_mark(n, false);
 	/* A failed services run is not retried in a loop: the next catalog
 	 * change or config run will carry the same data. */
 	n->services_gen = n->services_running_gen;
@@ -1425,10 +1899,15 @@ static void node_try_services(struct node *n)
 	}
 	n->services_running_gen = n->hiera_gen;
 	r = node_build_env(n, n->local, &env);
+	if (r >= 0) {
+		node_hook_started(n, "services");
+		node_services_mark(n, true);
+	}
 	if (r >= 0)
 		r = hook_spawn(n->event, "services", path, env, n->opt.config->hook_timeout, n->local,
 			       node_on_services_hook, n, &n->services_hook);
 	if (r < 0) {
+		node_services_mark(n, false);
 		log_fields(LOG_ERR, n->local, "services", "cannot run services hook '%s': %s",
 			   path, strerror(-r));
 		n->services_gen = n->hiera_gen;
@@ -1589,6 +2068,8 @@ int node_new(sd_event *event, struct options_resolved *opts,
 	n->once = once;
 	n->catalog = (struct catalog)CATALOG_INIT;
 	n->state = NODE_STARTING;
+	for (size_t i = 0; i < _HOOK_M_MAX; i++)
+		n->hook_metrics[i].name = hook_metric_names[i];
 	r = etcd_client_new(&opts->etcd, &n->etcd);
 	if (r < 0) {
 		node_free(n);
@@ -1650,6 +2131,7 @@ struct node *node_free(struct node *n)
 	free(n->run_previous);
 	free(n->local);
 	free(n->pending_detail);
+	free(n->hiera_error);
 	free(n->running_published);
 	sd_event_unref(n->event);
 	free(n);

@@ -226,8 +226,10 @@ enum status_state status_from_result(enum status_type t, const char *result)
  * then a trailing "/" when dir is set.  Components come in a NULL-terminated
  * list of (string, must-be-validated) pairs: the fixed words of the layout are
  * trusted, names are checked.  Returns NULL for an invalid prefix or name.
+ * dir is an int, not a bool: va_start() after a parameter that undergoes
+ * argument promotion is undefined behaviour (C11 7.16.1.4; clang says so).
  */
-static char *key_build(const char *prefix, bool dir, ...)
+static char *key_build(const char *prefix, int dir, ...)
 {
 	if (!prefix)
 		prefix = "";

@@ -4,7 +4,8 @@
 set -eu
 
 packages="build-essential pkg-config libcurl4-openssl-dev libcjson-dev libyaml-dev
-libsystemd-dev etcd-server etcd-client curl mandoc python3 iproute2 valgrind"
+libsystemd-dev etcd-server etcd-client curl mandoc python3 iproute2 valgrind puppet
+clang libclang-rt-14-dev"
 
 missing=
 for p in $packages; do

@@ -492,3 +492,137 @@ dead_url () {
 json_ok () {
 	python3 -c 'import json,sys; json.load(sys.stdin)' <"$1"
 }
+
+# --- a multi-member etcd cluster ----------------------------------------------------
+
+# A cluster's members are ordinary entries of $ETCD_STATE (named NAME1..NAMEn,
+# default m1..mN), so test_cleanup stops them like any etcd.  Every member is
+# launched before any is waited for: a member answers health only once the
+# cluster has a quorum.
+
+# Launches member NAME of a cluster in the background (no wait).
+etcd_member_launch_ () {
+	cd_="$ETCD_STATE/$1"
+	# shellcheck disable=SC2086 # extra arguments are words on purpose
+	env -u ETCD_URL -u ETCD_URLS -u ETCD_PORT -u ETCD_SCHEME -u ETCD_EXTRA_ARGS \
+		etcd --name "$1" --data-dir "$(cat "$cd_/datadir")" \
+		--listen-client-urls "http://127.0.0.1:$(cat "$cd_/client_port")" \
+		--advertise-client-urls "http://127.0.0.1:$(cat "$cd_/client_port")" \
+		--listen-peer-urls "http://127.0.0.1:$(cat "$cd_/peer_port")" \
+		--initial-advertise-peer-urls "http://127.0.0.1:$(cat "$cd_/peer_port")" \
+		--initial-cluster "$(cat "$cd_/initial_cluster")" \
+		--initial-cluster-token "$(cat "$cd_/token")" \
+		--initial-cluster-state new \
+		--auto-compaction-retention 0 \
+		$(cat "$cd_/extra_args") \
+		>>"$TRASH/etcd.$1.log" 2>&1 &
+	echo $! >"$cd_/pid"
+}
+
+# etcd_member_url NAME|INDEX  — the client URL of a member.
+etcd_member_url () {
+	case $1 in
+	[0-9]*) cm_="${test_cluster_prefix:-m}$1" ;;
+	*) cm_=$1 ;;
+	esac
+	echo "http://127.0.0.1:$(cat "$ETCD_STATE/$cm_/client_port")"
+}
+
+# etcd_member_healthy NAME|INDEX  — the member answers a health check itself.
+etcd_member_healthy () {
+	etcdctl --endpoints "$(etcd_member_url "$1")" --dial-timeout=1s \
+		--command-timeout=2s endpoint health >/dev/null 2>&1
+}
+
+# start_etcd_cluster N [PREFIX]  — starts an N-member cluster on loopback
+# (members PREFIX1..PREFIXN, default m1..mN) and exports ETCD_URLS, the client
+# URLs comma-separated, and ETCD_URL and ORCHESTRATE_ETCD set to that same list
+# (so etcdctl_* and orch talk to the whole cluster).  Bails out when the
+# cluster does not become healthy within 30 s.
+start_etcd_cluster () {
+	cn_=$1
+	test_cluster_prefix=${2:-m}
+	test_cluster_size=$cn_
+	cinitial_=
+	curls_=
+	ctoken_="orchestrate-test-cluster-$$"
+	ci_=1
+	while test "$ci_" -le "$cn_"; do
+		cm_="$test_cluster_prefix$ci_"
+		cd_="$ETCD_STATE/$cm_"
+		mkdir -p "$cd_"
+		echo http >"$cd_/scheme"
+		echo "${ETCD_EXTRA_ARGS:-}" >"$cd_/extra_args"
+		echo "$ctoken_" >"$cd_/token"
+		mktemp -d "${TMPDIR:-/tmp}/orchestrate-test-etcd.XXXXXX" >"$cd_/datadir" || exit 1
+		free_port >"$cd_/client_port" && free_port >"$cd_/peer_port" || exit 1
+		cinitial_="$cinitial_${cinitial_:+,}$cm_=http://127.0.0.1:$(cat "$cd_/peer_port")"
+		curls_="$curls_${curls_:+,}http://127.0.0.1:$(cat "$cd_/client_port")"
+		ci_=$((ci_ + 1))
+	done
+	ci_=1
+	while test "$ci_" -le "$cn_"; do
+		echo "$cinitial_" >"$ETCD_STATE/$test_cluster_prefix$ci_/initial_cluster"
+		etcd_member_launch_ "$test_cluster_prefix$ci_"
+		ci_=$((ci_ + 1))
+	done
+	ci_=1
+	while test "$ci_" -le "$cn_"; do
+		if ! wait_for "etcd_member_healthy $ci_" 30; then
+			echo "Bail out! etcd cluster member $test_cluster_prefix$ci_ did not become healthy"
+			tail -n 20 "$TRASH/etcd.$test_cluster_prefix$ci_.log" | say_comment
+			ORCHESTRATE_TEST_DEBUG=1
+			exit 1
+		fi
+		ci_=$((ci_ + 1))
+	done
+	ETCD_URLS=$curls_
+	ETCD_URL=$curls_
+	ORCHESTRATE_ETCD=$curls_
+	test_etcd_name=
+	export ETCD_URLS ETCD_URL ORCHESTRATE_ETCD
+}
+
+# etcd_cluster_leader  — prints the index (1..N) of the member that is the
+# leader (its status says leader == its own member_id); fails when no member
+# that answers is the leader.
+etcd_cluster_leader () {
+	ci_=1
+	while test "$ci_" -le "$test_cluster_size"; do
+		if etcdctl --endpoints "$(etcd_member_url "$ci_")" --dial-timeout=1s \
+			--command-timeout=2s endpoint status -w json 2>/dev/null |
+			python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+h = d[0]["Status"]["header"]
+sys.exit(0 if d[0]["Status"]["leader"] == h["member_id"] else 1)'; then
+			echo "$ci_"
+			return 0
+		fi
+		ci_=$((ci_ + 1))
+	done
+	return 1
+}
+
+# kill_etcd_member INDEX [SIGNAL]  — kills a member (default SIGKILL: a crash)
+# and waits until it is gone; its data and ports are kept for restart.
+kill_etcd_member () {
+	cd_="$ETCD_STATE/$test_cluster_prefix$1"
+	test -f "$cd_/pid" || return 0
+	cpid_=$(cat "$cd_/pid")
+	kill -"${2:-KILL}" "$cpid_" 2>/dev/null || :
+	wait_for "! kill -0 $cpid_" 10 || return 1
+	wait "$cpid_" 2>/dev/null || :
+	rm -f "$cd_/pid"
+}
+
+# restart_etcd_member INDEX  — starts a killed member again on its data and
+# ports and waits (bounded) until it answers health itself.
+restart_etcd_member () {
+	etcd_member_launch_ "$test_cluster_prefix$1"
+	wait_for "etcd_member_healthy $1" 30 || {
+		echo "restart_etcd_member: member $1 did not come back" >&2
+		tail -n 20 "$TRASH/etcd.$test_cluster_prefix$1.log" >&2
+		return 1
+	}
+}
