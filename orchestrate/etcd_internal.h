@@ -53,6 +53,10 @@ int etcd_easy_setup(struct etcd_client *c, CURL *easy, const char *endpoint, con
 int etcd_map_grpc_error(struct etcd_client *c, const char *endpoint, long grpc_code,
 			const char *message, bool *ret_retry_elsewhere, bool *ret_reauth);
 
+/* The gRPC code held by a JSON number; 2 (Unknown) when it is absent, not a
+ * number, or not a code at all (a hostile 1e300 must not reach a cast). */
+long etcd_grpc_code(const cJSON *code);
+
 /* The pure part of the mapping, for stream frames decoded without a client. */
 int etcd_grpc_errno(long grpc_code, const char *message, bool have_user,
 		    bool *ret_retry_elsewhere, bool *ret_reauth);

@@ -103,10 +103,23 @@ static bool frame_error(const cJSON *frame, long *ret_code, const char **ret_mes
 	if (!code)
 		code = cJSON_GetObjectItemCaseSensitive(holder, "code");
 	const cJSON *msg = cJSON_GetObjectItemCaseSensitive(holder, "message");
-	*ret_code = cJSON_IsNumber(code) ? (long)code->valuedouble : 2 /* Unknown */;
+	*ret_code = etcd_grpc_code(code);
 	*ret_message = cJSON_IsString(msg) ? msg->valuestring
 		       : cJSON_IsString(error) ? error->valuestring : "stream error";
 	return true;
+}
+
+/* The gRPC code named in a watch's cancel_reason, 0 when it names none we act
+ * on.  Only the codes that change what the client does are worth telling. */
+static long cancel_reason_code(const char *reason)
+{
+	if (strstr(reason, "code = Unauthenticated") || strstr(reason, "invalid auth token"))
+		return 16;
+	if (strstr(reason, "code = PermissionDenied") || strstr(reason, "permission denied"))
+		return 7;
+	if (strstr(reason, "code = InvalidArgument"))
+		return 3;
+	return 0;
 }
 
 /*
@@ -151,10 +164,20 @@ static int decode_frame(const char *text, size_t len, struct etcd_event **ret_ev
 			*ret_compact = compact;
 			return -ESTALE;
 		}
+		/* A watch refused at creation comes back as a cancel whose reason is
+		 * the gRPC status in text ("rpc error: code = Unauthenticated desc =
+		 * etcdserver: invalid auth token" for an expired token): hand it on
+		 * as the error frame it stands for, so that a refused token is
+		 * renewed like on any other request. */
 		const cJSON *reason = cJSON_GetObjectItemCaseSensitive(result, "cancel_reason");
-		if (cJSON_IsString(reason) && strstr(reason->valuestring, "permission"))
-			return -EACCES;
-		return -EPROTO;
+		if (!cJSON_IsString(reason))
+			return -EPROTO;
+		*ret_code = cancel_reason_code(reason->valuestring);
+		if (*ret_code == 0)
+			return -EPROTO;
+		*ret_message = reason->valuestring;
+		*ret_json = TAKE_PTR(frame);
+		return 1;
 	}
 
 	const cJSON *events = cJSON_GetObjectItemCaseSensitive(result, "events");

@@ -149,6 +149,33 @@ static void test_watch_frames(void)
 		  "\"code\":11,\"message\":\"etcdserver: mvcc: required revision has been compacted\"}",
 		  &ev, &n, &rev, &compact, &created);
 	is_int(r, -ESTALE, "unary-style compacted error");
+	/* Found by fuzz_watch_frame: a code too large for a long was cast (UB). */
+	r = frame("{\"error\":{\"grpc_code\":1e300,\"message\":\"x\"}}",
+		  &ev, &n, &rev, &compact, &created);
+	is_int(r, -EPROTO, "error frame with an absurd grpc_code: -EPROTO, no overflow");
+	r = frame("{\"error\":{\"grpc_code\":-1e300}}", &ev, &n, &rev, &compact, &created);
+	is_int(r, -EPROTO, "error frame with a hugely negative grpc_code: -EPROTO");
+
+	/* What etcd 3.4.23 answers, through the gateway, to a watch created with
+	 * an expired simple token, or with no token on a cluster with auth. */
+	r = frame("{\"result\":{\"header\":{\"revision\":\"2\"},\"watch_id\":\"-1\","
+		  "\"created\":true,\"canceled\":true,\"cancel_reason\":\"rpc error: code = "
+		  "Unauthenticated desc = etcdserver: invalid auth token\"}}",
+		  &ev, &n, &rev, &compact, &created);
+	is_int(r, -EACCES, "cancel for an expired token: -EACCES (and the stream re-authenticates)");
+	r = frame("{\"result\":{\"header\":{\"revision\":\"3\"},\"watch_id\":\"-1\","
+		  "\"created\":true,\"canceled\":true,\"cancel_reason\":\"rpc error: code = "
+		  "InvalidArgument desc = etcdserver: user name is empty\"}}",
+		  &ev, &n, &rev, &compact, &created);
+	is_int(r, -EACCES, "cancel for a missing token: -EACCES");
+	r = frame("{\"result\":{\"header\":{\"revision\":\"3\"},\"canceled\":true,"
+		  "\"cancel_reason\":\"etcdserver: permission denied\"}}",
+		  &ev, &n, &rev, &compact, &created);
+	is_int(r, -EACCES, "cancel for a refused permission: -EACCES");
+	r = frame("{\"result\":{\"header\":{\"revision\":\"3\"},\"canceled\":true,"
+		  "\"cancel_reason\":\"something else\"}}",
+		  &ev, &n, &rev, &compact, &created);
+	is_int(r, -EPROTO, "cancel for a reason we cannot act on: -EPROTO");
 
 	const char *bad[] = {
 		"{\"result\":{\"header\":{\"revision\":\"9\"},\"events\":[{\"kv\":{\"key\":\"Zm9v\"",

@@ -1,0 +1,95 @@
+#!/bin/bash
+#
+# Memory: one daemon under valgrind's memcheck through a whole life: it
+# registers, syncs, runs the config and validate hooks for a trigger, publishes,
+# sees the catalog change (the services hook), reloads on SIGHUP, runs again,
+# and stops on SIGTERM.  It must exit 0 with no memcheck error and no definite
+# or indirect leak.  Hooks are fork+execve children (shell scripts): valgrind
+# does not follow them (--trace-children=no).  valgrind makes the daemon some
+# 20-50 times slower, so the waits here are generous but bounded.
+
+test_description='orchestrated under valgrind: no errors, no leaks'
+. "$(dirname "$0")/test-lib.sh"
+. "$TEST_DIRECTORY/lib-daemon.sh"
+test_have_orchestrated
+command -v valgrind >/dev/null 2>&1 || skip_all "valgrind is not installed"
+# The sanitizer run of CI builds with ASan, which valgrind cannot host.
+grep -qa __asan_init "$REPO_ROOT/bin/orchestrated" &&
+	skip_all "orchestrated is built with AddressSanitizer; valgrind cannot run it"
+start_etcd
+
+# Like start_node, with the daemon under valgrind.
+start_node_valgrind () {
+	n_=$1
+	(
+		valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect \
+			--error-exitcode=99 --track-fds=no \
+			--trace-children=no --log-file="$TRASH/$n_/valgrind.log" \
+			"$REPO_ROOT/bin/orchestrated" --config "$TRASH/$n_/orchestrate.yaml" \
+			--etcd "$ETCD_URL" --local-version-file "$TRASH/$n_/current_version" -v \
+			>>"$TRASH/$n_/log" 2>&1 &
+		echo $! >"$TRASH/$n_/pid"
+		wait $!
+		echo $? >"$TRASH/$n_/exit"
+	) &
+	wait_for "test -s '$TRASH/$n_/pid'" 5 || return 1
+	test_register_pid "$(node_pid "$n_")"
+	wait_for "etcdctl_get /alive/$n_ | grep -q pid" 40 || {
+		cat "$TRASH/$n_/log" "$TRASH/$n_/valgrind.log" >&2
+		return 1
+	}
+}
+
+test_expect_success 'the daemon registers and syncs under valgrind' '
+	node_setup n1 &&
+	etcdctl_put /available_services/db/h9 "{\"addresses\":{\"eth0\":\"10.0.0.9\"},\"healthy\":true}" &&
+	start_node_valgrind n1 &&
+	wait_for "grep -q services::db::eth0 n1/services.yaml" 30
+'
+
+test_expect_success 'a trigger runs the config and validate hooks' '
+	etcdctl_put /current_version v1 &&
+	wait_for "node_at n1 v1" 40 &&
+	status_is n1 validation success &&
+	etcdctl_exists /available_services/svc-n1/n1
+'
+
+test_expect_success 'a catalog change runs the services hook' '
+	before=$(count_lines n1/services.count) &&
+	etcdctl_put /available_services/web/h8 "{\"addresses\":{\"eth0\":\"10.0.0.8\"},\"healthy\":false}" &&
+	wait_for "grep -q services::web::eth0 n1/services.yaml" 30 &&
+	wait_for "test \$(count_lines n1/services.count) -gt $before" 30 &&
+	etcdctl_del /available_services/web/h8 &&
+	wait_for "! grep -q services::web n1/services.yaml" 30
+'
+
+test_expect_success 'SIGHUP reloads; a failed run and a retry work after it' '
+	kill -HUP "$(node_pid n1)" &&
+	wait_for "grep -qi reload n1/log" 30 &&
+	echo 1 >n1/validate.exit &&
+	etcdctl_put /current_version v2 &&
+	wait_for "status_is n1 validation failed" 40 &&
+	rm n1/validate.exit &&
+	wait_for "node_at n1 v2" 40
+'
+
+test_expect_success 'SIGTERM: exit 0, memcheck reports no error and no leak' '
+	stop_node n1 &&
+	test "$(node_exit n1)" = 0 &&
+	grep -q "ERROR SUMMARY: 0 errors" n1/valgrind.log || {
+		cat n1/valgrind.log >&4
+		exit 1
+	}
+'
+
+test_expect_success '--once under valgrind: a full cycle, no error, no leak' '
+	valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect --error-exitcode=99 \
+		--track-fds=no --trace-children=no --log-file=vg-once.log \
+		orchestrated --once --config n1/orchestrate.yaml --etcd "$ETCD_URL" \
+		--local-version-file n1/current_version >once.out 2>&1 &&
+	grep -q "ERROR SUMMARY: 0 errors" vg-once.log &&
+	grep -q "definitely lost: 0 bytes\|no leaks are possible" vg-once.log
+'
+
+stop_all_nodes
+test_done
