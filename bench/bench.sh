@@ -53,39 +53,10 @@ trap 'exit 130' INT TERM
 
 # --- etcd on free loopback ports ------------------------------------------------
 
-port_free() {
-	# A port is taken when something accepts a connection on it.
-	! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
-}
-
-pick_port() {
-	local i p
-	for ((i = 0; i < 50; i++)); do
-		p=$((20000 + RANDOM % 30000))
-		if port_free "$p" && [[ $p != "${1:-}" ]]; then echo "$p"; return 0; fi
-	done
-	return 1
-}
-
-CPORT=$(pick_port) || die "no free client port"
-PPORT=$(pick_port "$CPORT") || die "no free peer port"
-URL=http://127.0.0.1:$CPORT
-
-"$ETCD" --name bench --data-dir "$TMP/etcd" \
-	--listen-client-urls "$URL" --advertise-client-urls "$URL" \
-	--listen-peer-urls "http://127.0.0.1:$PPORT" \
-	--initial-advertise-peer-urls "http://127.0.0.1:$PPORT" \
-	--initial-cluster "bench=http://127.0.0.1:$PPORT" \
-	--log-level error >"$TMP/etcd.log" 2>&1 &
-ETCD_PID=$!
-
-up=0
-for ((i = 0; i < 100; i++)); do
-	if curl -sf "$URL/health" 2>/dev/null | grep -q '"health":"true"'; then up=1; break; fi
-	kill -0 "$ETCD_PID" 2>/dev/null || break
-	sleep 0.1
-done
-((up)) || { cat "$TMP/etcd.log" >&2; die "etcd did not start on $URL"; }
+. scripts/local-etcd.sh
+local_etcd_start "$TMP" bench || die "etcd did not start"
+ETCD_PID=$LOCAL_ETCD_PID
+URL=$ORCHESTRATE_ETCD
 
 export ETCDCTL_API=3
 ECTL=("$ETCDCTL" --endpoints="$URL")

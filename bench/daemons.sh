@@ -29,21 +29,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() {
-	local p
-	while :; do
-		p=$((20000 + RANDOM % 30000))
-		ss -ltn "sport = :$p" | grep -q ":$p" || { echo "$p"; return; }
-	done
-}
-client=$(free_port); peer=$(free_port)
-export ORCHESTRATE_ETCD=http://127.0.0.1:$client
-etcd --name bench --data-dir "$work/etcd" --quota-backend-bytes 4294967296 \
-	--listen-client-urls "$ORCHESTRATE_ETCD" --advertise-client-urls "$ORCHESTRATE_ETCD" \
-	--listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
-	--initial-cluster "bench=http://127.0.0.1:$peer" >"$work/etcd.log" 2>&1 &
-pids+=($!)
-for _ in $(seq 100); do orchestrate ping >/dev/null 2>&1 && break; sleep 0.1; done
+. "$top/scripts/local-etcd.sh"
+local_etcd_start "$work" bench --quota-backend-bytes 4294967296
+pids+=("$LOCAL_ETCD_PID")
 
 # The config hook's first act is to note the time; that is the "start".
 mkdir -p "$work/starts"

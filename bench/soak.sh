@@ -42,25 +42,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() {
-	local p
-	while :; do
-		p=$((20000 + RANDOM % 30000))
-		ss -ltn "sport = :$p" | grep -q ":$p" || { echo "$p"; return; }
-	done
-}
-
+. "$top/scripts/local-etcd.sh"
 if [ -n "${SOAK_ETCD:-}" ]; then
 	export ORCHESTRATE_ETCD=$SOAK_ETCD
 else
-	client=$(free_port); peer=$(free_port)
-	export ORCHESTRATE_ETCD=http://127.0.0.1:$client
-	etcd --name soak --data-dir "$work/etcd" --auto-compaction-mode revision \
-		--auto-compaction-retention 1000 \
-		--listen-client-urls "$ORCHESTRATE_ETCD" --advertise-client-urls "$ORCHESTRATE_ETCD" \
-		--listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
-		--initial-cluster "soak=http://127.0.0.1:$peer" >"$work/etcd.log" 2>&1 &
-	etcd_pid=$!
+	local_etcd_start "$work" soak --auto-compaction-mode revision --auto-compaction-retention 1000
+	etcd_pid=$LOCAL_ETCD_PID
 fi
 for _ in $(seq 200); do orchestrate ping >/dev/null 2>&1 && break; sleep 0.1; done
 orchestrate ping >/dev/null || { echo "soak.sh: etcd does not answer" >&2; exit 1; }

@@ -29,17 +29,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-CP=$(port); PP=$(port)
-URL=http://127.0.0.1:$CP
-etcd --name s10k --data-dir "$TMP/etcd" --listen-client-urls "$URL" --advertise-client-urls "$URL" \
-	--listen-peer-urls "http://127.0.0.1:$PP" --initial-advertise-peer-urls "http://127.0.0.1:$PP" \
-	--initial-cluster "s10k=http://127.0.0.1:$PP" --log-level error >"$TMP/etcd.log" 2>&1 &
-ETCD_PID=$!
-for ((i = 0; i < 100; i++)); do
-	curl -sf "$URL/health" 2>/dev/null | grep -q true && break
-	sleep 0.1
-done
+. scripts/local-etcd.sh
+local_etcd_start "$TMP" s10k
+ETCD_PID=$LOCAL_ETCD_PID
+URL=$ORCHESTRATE_ETCD
 
 # One txn body of 100 puts a line, written by python (base64 keys and values).
 python3 - "$N" >"$TMP/bodies" <<'PY'

@@ -29,25 +29,13 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() {
-	local p
-	while :; do
-		p=$((20000 + RANDOM % 30000))
-		ss -ltn "sport = :$p" | grep -q ":$p" || { echo "$p"; return; }
-	done
-}
+. "$top/scripts/local-etcd.sh"
 
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
 # --- etcd -------------------------------------------------------------------
-client=$(free_port); peer=$(free_port)
-export ORCHESTRATE_ETCD=http://127.0.0.1:$client
-etcd --name demo --data-dir "$work/etcd" \
-	--listen-client-urls "$ORCHESTRATE_ETCD" --advertise-client-urls "$ORCHESTRATE_ETCD" \
-	--listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
-	--initial-cluster "demo=http://127.0.0.1:$peer" >"$work/etcd.log" 2>&1 &
-pids+=($!)
-for _ in $(seq 100); do orchestrate ping >/dev/null 2>&1 && break; sleep 0.1; done
+local_etcd_start "$work" demo
+pids+=("$LOCAL_ETCD_PID")
 say "etcd is up"
 orchestrate ping
 

@@ -121,4 +121,39 @@ test_expect_success 'failover over TLS (dead first endpoint)' '
 	test_cmp expect actual
 '
 
+# The daemon over https: registration, lease keepalives, watches and
+# hook-driven runs all on the client certificate.
+if test -x "$REPO_ROOT/bin/orchestrated"; then
+	. "$TEST_DIRECTORY/lib-daemon.sh"
+	node_setup tls1
+
+	test_expect_success 'the daemon registers over TLS with a client certificate' '
+		start_node tls1 $TLS &&
+		etcdctl_get /alive/tls1 | grep -q pid
+	'
+
+	test_expect_success 'the daemon converges over TLS (watch, hooks, running_version)' '
+		orch $TLS trigger_update v3 &&
+		wait_for "node_at tls1 v3" 30 &&
+		status_is tls1 puppet success &&
+		status_is tls1 validation success
+	'
+
+	test_expect_success 'the daemon with a certificate from another CA never registers' '
+		node_setup tls2 &&
+		(orchestrated --config "$TRASH/tls2/orchestrate.yaml" --etcd "$ETCD_URL" \
+			--cacert "$TRASH/ca.pem" --cert "$TRASH/stranger.pem" --key "$TRASH/stranger.key" \
+			--local-version-file "$TRASH/tls2/current_version" >"$TRASH/tls2/log" 2>&1 &
+		 echo $! >"$TRASH/tls2/pid") &&
+		test_register_pid "$(cat "$TRASH/tls2/pid")" &&
+		sleep 3 &&
+		! etcdctl_get /alive/tls2 | grep -q pid &&
+		kill "$(cat "$TRASH/tls2/pid")" &&
+		cat "$TRASH/tls2/log" >&2 &&
+		grep -qi "certificate\|ssl\|tls\|alert" "$TRASH/tls2/log"
+	'
+
+	stop_all_nodes
+fi
+
 test_done
