@@ -5,7 +5,7 @@ set -eu
 
 packages="build-essential pkg-config libcurl4-openssl-dev libcjson-dev libyaml-dev
 libsystemd-dev etcd-server etcd-client curl mandoc python3 iproute2 valgrind puppet
-clang libclang-rt-14-dev"
+clang libclang-rt-14-dev openssl procps time jq"
 
 missing=
 for p in $packages; do
@@ -16,7 +16,11 @@ if [ -z "$missing" ]; then
 	exit 0
 fi
 if [ "$(id -u)" != 0 ]; then
-	echo "install-deps: missing:$missing; run me as root (sudo $0)" >&2
+	# A fresh Debian may have no sudo (root logins); a desktop has no root shell.
+	if command -v sudo >/dev/null 2>&1; then
+		exec sudo "$0" "$@"
+	fi
+	echo "install-deps: missing:$missing; run me as root" >&2
 	exit 1
 fi
 export DEBIAN_FRONTEND=noninteractive
