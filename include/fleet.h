@@ -156,6 +156,7 @@ struct host_view {
 	int64_t changed;		/* unix time of the newest status change */
 	char *detail;			/* detail of a failed or pending state */
 	int puppet_exit_code;
+	char *paused;			/* "group dc1: power work" when a pause applies */
 };
 
 struct fleet_view {

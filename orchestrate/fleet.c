@@ -984,27 +984,29 @@ static int pause_reason(const struct etcd_kv *kv, const char *scope, char **ret)
  * order global, group, host.  A pause key whose value is not JSON still pauses:
  * when in doubt, a node does not start a run.
  */
-int fleet_paused(struct fleet *f, const char *host, const char *group, char **ret_reason)
+/*
+ * Which pause of list (a read of pause/) applies to host, in group (may be
+ * NULL): the global one first, then the group's, then the host's.  Returns 1
+ * and *ret_reason ("global: kernel freeze") when one does, 0 when none.  The
+ * daemon (fleet_paused) and the fleet view share it, so both say the same.
+ */
+static int pause_find(const struct etcd_kv_list *list, const char *P, const char *host,
+		      const char *group, char **ret_reason)
 {
-	if (!name_ok(host) || !optional_name_ok(group))
-		return -EINVAL;
-
-	const char *P = fleet_prefix(f);
-	_cleanup_(freep) char *dir = key_pause_dir(P);
 	_cleanup_(freep) char *global = key_pause_global(P);
 	_cleanup_(freep) char *group_key = group ? key_pause_group(P, group) : NULL;
 	_cleanup_(freep) char *host_key = key_pause_host(P, host);
 	_cleanup_(buf_releasep) struct buf group_scope = BUF_INIT, host_scope = BUF_INIT;
-	_cleanup_(etcd_kv_list_releasep) struct etcd_kv_list list = ETCD_KV_LIST_INIT;
 	int r;
 
-	if (!dir || !global || (group && !group_key) || !host_key)
+	if (ret_reason)
+		*ret_reason = NULL;
+	if (list->n == 0)
+		return 0;
+	if (!global || (group && !group_key) || !host_key)
 		return -ENOMEM;
 	if ((r = buf_printf(&host_scope, "host %s", host)) < 0 ||
 	    (group && (r = buf_printf(&group_scope, "group %s", group)) < 0))
-		return r;
-	r = etcd_get_prefix(f->etcd, dir, 0, 0, &list);
-	if (r < 0)
 		return r;
 
 	const char *keys[] = { global, group_key, host_key };
@@ -1012,17 +1014,30 @@ int fleet_paused(struct fleet *f, const char *host, const char *group, char **re
 	for (size_t k = 0; k < ELEMENTSOF(keys); k++) {
 		if (!keys[k])
 			continue;
-		for (size_t i = 0; i < list.n; i++) {
-			if (!kv_is(&list.kvs[i], keys[k]))
+		for (size_t i = 0; i < list->n; i++) {
+			if (!kv_is(&list->kvs[i], keys[k]))
 				continue;
-			if (ret_reason && (r = pause_reason(&list.kvs[i], scopes[k], ret_reason)) < 0)
+			if (ret_reason && (r = pause_reason(&list->kvs[i], scopes[k], ret_reason)) < 0)
 				return r;
 			return 1;
 		}
 	}
-	if (ret_reason)
-		*ret_reason = NULL;
 	return 0;
+}
+
+int fleet_paused(struct fleet *f, const char *host, const char *group, char **ret_reason)
+{
+	if (!name_ok(host) || !optional_name_ok(group))
+		return -EINVAL;
+
+	_cleanup_(freep) char *dir = key_pause_dir(fleet_prefix(f));
+	_cleanup_(etcd_kv_list_releasep) struct etcd_kv_list list = ETCD_KV_LIST_INIT;
+	if (!dir)
+		return -ENOMEM;
+	int r = etcd_get_prefix(f->etcd, dir, 0, 0, &list);
+	if (r < 0)
+		return r;
+	return pause_find(&list, fleet_prefix(f), host, group, ret_reason);
 }
 
 /* --- rollout policy ----------------------------------------------------------------- */
@@ -1533,6 +1548,25 @@ static int view_build(struct view_read *vr, const char *P, struct fleet_view *v)
  * Reads everything at one revision.  The ranges after the first are pinned to its
  * revision; should a compaction overtake them (-ESTALE), the read starts over.
  */
+/* Marks the hosts a pause applies to, read at the view's revision. */
+static int view_add_pauses(struct fleet *f, struct fleet_view *v)
+{
+	_cleanup_(freep) char *dir = key_pause_dir(fleet_prefix(f));
+	_cleanup_(etcd_kv_list_releasep) struct etcd_kv_list list = ETCD_KV_LIST_INIT;
+	if (!dir)
+		return -ENOMEM;
+	int r = etcd_get_prefix(f->etcd, dir, 0, v->revision, &list);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < v->n && list.n > 0; i++) {
+		struct host_view *h = &v->hosts[i];
+		r = pause_find(&list, fleet_prefix(f), h->host, h->group, &h->paused);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
 int fleet_view_read(struct fleet *f, struct fleet_view *ret)
 {
 	int r = -ESTALE;
@@ -1551,6 +1585,13 @@ int fleet_view_read(struct fleet *f, struct fleet_view *ret)
 			return r;
 		}
 		v.revision = revision;
+		r = view_add_pauses(f, &v);
+		if (r < 0) {
+			fleet_view_release(&v);
+			if (r == -ESTALE)
+				continue;
+			return r;
+		}
 		*ret = v;
 		return 0;
 	}
@@ -1568,6 +1609,7 @@ void fleet_view_release(struct fleet_view *v)
 		free(h->alive_version);
 		free(h->group);
 		free(h->detail);
+		free(h->paused);
 	}
 	free(v->hosts);
 	free(v->current_version);

@@ -260,7 +260,17 @@ static int table_rows(const struct fleet_view *v, FILE *out, bool color, int64_t
 	fputc('\n', out);
 	for (size_t i = 0; i < v->n; i++) {
 		_cleanup_(buf_releasep) struct buf detail = BUF_INIT;
-		r = detail_cell(rows[i].h->detail, detail_width, &detail);
+		_cleanup_(buf_releasep) struct buf paused = BUF_INIT;
+		const char *text = rows[i].h->detail;
+		/* A failure says more than a pause; a paused host says why it waits. */
+		if (!text && rows[i].h->paused) {
+			if (buf_printf(&paused, "paused: %s", rows[i].h->paused) < 0) {
+				rows_free(rows, v->n);
+				return -ENOMEM;
+			}
+			text = buf_str(&paused);
+		}
+		r = detail_cell(text, detail_width, &detail);
 		if (r < 0) {
 			rows_free(rows, v->n);
 			return r;
@@ -326,7 +336,7 @@ static int count_versions(const struct fleet_view *v, struct version_count **ret
 struct state_counts {
 	size_t puppet[_STATE_MAX + 1];
 	size_t validation[_STATE_MAX + 1];
-	size_t behind, alive, unaccounted;
+	size_t behind, alive, unaccounted, paused;
 };
 
 static size_t state_index(enum status_state s)
@@ -347,6 +357,8 @@ static void count_states(const struct fleet_view *v, struct state_counts *sc)
 			sc->alive++;
 		else if (h->provisioned == STATE_SUCCESS)
 			sc->unaccounted++;
+		if (h->paused)
+			sc->paused++;
 	}
 }
 
@@ -400,8 +412,11 @@ static int table_totals(const struct fleet_view *v, FILE *out, bool color)
 	if (v->previous_version)
 		fprintf(out, " (previous %s)", v->previous_version);
 	fputc('\n', out);
-	fprintf(out, "%shosts:%s %zu, behind %zu, alive %zu, unaccounted %zu\n", bold, reset, v->n,
+	fprintf(out, "%shosts:%s %zu, behind %zu, alive %zu, unaccounted %zu", bold, reset, v->n,
 		sc.behind, sc.alive, sc.unaccounted);
+	if (sc.paused)
+		fprintf(out, ", paused %zu", sc.paused);
+	fputc('\n', out);
 
 	fprintf(out, "%sby running version:%s%s\n", bold, reset, n_versions ? "" : " -");
 	for (size_t i = 0; i < n_versions; i++)
@@ -471,7 +486,8 @@ static cJSON *json_host(const struct host_view *h)
 	    !json_add(obj, "alive_version", json_string_or_null(h->alive_version)) ||
 	    !json_add(obj, "group", json_string_or_null(h->group)) ||
 	    !json_add(obj, "changed", cJSON_CreateNumber((double)h->changed)) ||
-	    !json_add(obj, "detail", json_string_or_null(h->detail)))
+	    !json_add(obj, "detail", json_string_or_null(h->detail)) ||
+	    !json_add(obj, "paused", json_string_or_null(h->paused)))
 		return NULL;
 	return TAKE_PTR(obj);
 }
@@ -506,7 +522,8 @@ static cJSON *json_totals(const struct fleet_view *v)
 	if (!json_add(obj, "hosts", cJSON_CreateNumber((double)v->n)) ||
 	    !json_add(obj, "behind", cJSON_CreateNumber((double)sc.behind)) ||
 	    !json_add(obj, "alive", cJSON_CreateNumber((double)sc.alive)) ||
-	    !json_add(obj, "unaccounted", cJSON_CreateNumber((double)sc.unaccounted)))
+	    !json_add(obj, "unaccounted", cJSON_CreateNumber((double)sc.unaccounted)) ||
+	    !json_add(obj, "paused", cJSON_CreateNumber((double)sc.paused)))
 		return NULL;
 	by_version = cJSON_AddObjectToObject(obj, "versions");
 	if (!by_version)

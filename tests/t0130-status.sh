@@ -355,4 +355,34 @@ test_expect_success 'pause refuses invalid names with 64 and writes nothing' '
 	test_cmp before after
 '
 
+test_expect_success 'status says which hosts are paused and why' '
+	orch update_own_status --hostname pz1 puppet 0 &&
+	orch update_own_status --hostname pz2 puppet 0 &&
+	etcdctl_put /groups/dcp/pz1 "" >/dev/null &&
+	orch pause --group dcp --reason "power work" &&
+	orch status >out &&
+	grep "^pz1 .*paused: group dcp" out &&
+	! grep "^pz2 .*paused" out &&
+	orch --json status >json &&
+	python3 -c "
+import json
+d = json.load(open(\"json\"))
+hosts = {h[\"host\"]: h for h in d[\"hosts\"]}
+assert hosts[\"pz1\"][\"paused\"] == \"group dcp: power work\", hosts[\"pz1\"]
+assert hosts[\"pz2\"][\"paused\"] is None
+assert d[\"totals\"][\"paused\"] == sum(1 for h in d[\"hosts\"] if h[\"paused\"])
+" &&
+	orch pause --reason freeze &&
+	orch status >out &&
+	grep "^pz2 .*paused: global: freeze" out &&
+	orch resume && orch resume --group dcp &&
+	orch --json status >json &&
+	python3 -c "
+import json
+d = json.load(open(\"json\"))
+hosts = {h[\"host\"]: h for h in d[\"hosts\"]}
+assert hosts[\"pz1\"][\"paused\"] is None and hosts[\"pz2\"][\"paused\"] is None
+"
+'
+
 test_done
