@@ -104,7 +104,14 @@ bin/orchestrated: $(DAEMON_OBJS) liborchestrate.a
 # The command files share cli.h, the dispatcher's internal header.
 $(CLI_OBJS): orchestrate/cli.h
 
-%.o: %.c $(wildcard include/*.h) Makefile
+# Objects depend on the flags they were built with (git's GIT-CFLAGS): a
+# different PREFIX (the hooks' default paths) or SANITIZE rebuilds them, so
+# `make install PREFIX=/usr` never installs binaries built for /usr/local.
+BUILD_FLAGS = .build-flags
+$(BUILD_FLAGS): FORCE
+	@echo '$(ALL_CFLAGS) $(ALL_LDFLAGS)' | cmp -s - $@ || echo '$(ALL_CFLAGS) $(ALL_LDFLAGS)' >$@
+
+%.o: %.c $(wildcard include/*.h) Makefile $(BUILD_FLAGS)
 	$(QUIET_CC)$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
 tests/unit/%: tests/unit/%.c tests/unit/tap.h liborchestrate.a
@@ -181,8 +188,9 @@ install: all
 	chmod 0644 $(DESTDIR)$(unitdir)/orchestrated.service
 
 clean:
-	rm -f $(PROGRAMS) liborchestrate.a orchestrate.bin orchestrate/*.o $(UNIT_TESTS)
+	rm -f $(PROGRAMS) liborchestrate.a orchestrate/*.o $(UNIT_TESTS) $(BUILD_FLAGS)
 	rm -rf tests/trash.* $(FUZZ_BUILD)
 
-.PHONY: all check check-unit bench demo lint-man fuzz fuzz-build install clean
+.PHONY: all check check-unit bench demo lint-man fuzz fuzz-build install clean FORCE
+FORCE:
 .DELETE_ON_ERROR:
