@@ -509,15 +509,18 @@ int fleet_set_running_version(struct fleet *f, const char *host, const char *ver
 	return written(etcd_txn_commit(f->etcd, t, NULL, NULL));
 }
 
-int fleet_running_versions(struct fleet *f, char ***ret_versions)
+/*
+ * The distinct first components of the keys below dir that have exactly nparts
+ * valid names ("v2" of running_version/v2/web1), sorted; keys that do not fit
+ * are skipped.  One keys-only range.
+ */
+static int read_names(struct fleet *f, const char *dir, int nparts, char ***ret,
+		      int64_t *ret_revision)
 {
-	_cleanup_(freep) char *dir = key_running_version_dir(fleet_prefix(f));
 	_cleanup_(etcd_kv_list_releasep) struct etcd_kv_list list = ETCD_KV_LIST_INIT;
 	_cleanup_(strv_builder_releasep) struct strv_builder b = { 0 };
 	int r;
 
-	if (!dir)
-		return -ENOMEM;
 	r = etcd_get_prefix(f->etcd, dir, ETCD_KEYS_ONLY, 0, &list);
 	if (r < 0)
 		return r;
@@ -525,39 +528,11 @@ int fleet_running_versions(struct fleet *f, char ***ret_versions)
 		_cleanup_(freep) char *copy = NULL;
 		char *parts[2];
 
-		if (key_split(list.kvs[i].key, list.kvs[i].key_len, dir, parts, 2, &copy) != 2)
+		if (key_split(list.kvs[i].key, list.kvs[i].key_len, dir, parts, nparts, &copy) !=
+		    nparts)
 			continue;
-		/* keys are sorted, so one version's hosts are adjacent */
+		/* keys are sorted, so equal first components are adjacent */
 		if (b.n > 0 && strcmp(b.v[b.n - 1], parts[0]) == 0)
-			continue;
-		r = strv_builder_push(&b, parts[0]);
-		if (r < 0)
-			return r;
-	}
-	return strv_builder_finish(&b, ret_versions);
-}
-
-int fleet_hosts_at_version(struct fleet *f, const char *version, char ***ret_hosts,
-			   int64_t *ret_revision)
-{
-	if (!name_ok(version))
-		return -EINVAL;
-
-	_cleanup_(freep) char *dir = key_running_version_version_dir(fleet_prefix(f), version);
-	_cleanup_(etcd_kv_list_releasep) struct etcd_kv_list list = ETCD_KV_LIST_INIT;
-	_cleanup_(strv_builder_releasep) struct strv_builder b = { 0 };
-	int r;
-
-	if (!dir)
-		return -ENOMEM;
-	r = etcd_get_prefix(f->etcd, dir, ETCD_KEYS_ONLY, 0, &list);
-	if (r < 0)
-		return r;
-	for (size_t i = 0; i < list.n; i++) {
-		_cleanup_(freep) char *copy = NULL;
-		char *parts[1];
-
-		if (key_split(list.kvs[i].key, list.kvs[i].key_len, dir, parts, 1, &copy) != 1)
 			continue;
 		r = strv_builder_push(&b, parts[0]);
 		if (r < 0)
@@ -565,7 +540,26 @@ int fleet_hosts_at_version(struct fleet *f, const char *version, char ***ret_hos
 	}
 	if (ret_revision)
 		*ret_revision = list.revision;
-	return strv_builder_finish(&b, ret_hosts);
+	return strv_builder_finish(&b, ret);
+}
+
+int fleet_running_versions(struct fleet *f, char ***ret_versions)
+{
+	_cleanup_(freep) char *dir = key_running_version_dir(fleet_prefix(f));
+	if (!dir)
+		return -ENOMEM;
+	return read_names(f, dir, 2, ret_versions, NULL);
+}
+
+int fleet_hosts_at_version(struct fleet *f, const char *version, char ***ret_hosts,
+			   int64_t *ret_revision)
+{
+	if (!name_ok(version))
+		return -EINVAL;
+	_cleanup_(freep) char *dir = key_running_version_version_dir(fleet_prefix(f), version);
+	if (!dir)
+		return -ENOMEM;
+	return read_names(f, dir, 1, ret_hosts, ret_revision);
 }
 
 /* --- statuses -------------------------------------------------------------------- */
