@@ -20,16 +20,8 @@ triggers=${TRIGGERS:-3}
 export PATH="$top/bin:$PATH"
 [ -x "$top/bin/orchestrated" ] || { echo "daemons.sh: build first (make)" >&2; exit 1; }
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/orchestrate-bench-daemons.XXXXXX")
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$work"
-}
-trap cleanup EXIT
-
 . "$top/scripts/local-etcd.sh"
+local_scratch bench-daemons
 local_etcd_start "$work" bench --quota-backend-bytes 4294967296
 pids+=("$LOCAL_ETCD_PID")
 

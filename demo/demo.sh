@@ -20,16 +20,8 @@ for p in "$bin/orchestrate" "$bin/orchestrated"; do
 done
 command -v etcd >/dev/null || { echo "demo: etcd is not installed; run scripts/install-deps.sh" >&2; exit 1; }
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/orchestrate-demo.XXXXXX")
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$work"
-}
-trap cleanup EXIT
-
 . "$top/scripts/local-etcd.sh"
+local_scratch demo
 
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 

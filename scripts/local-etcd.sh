@@ -1,12 +1,28 @@
-# local-etcd.sh — sourced (bash) by the demo and the benchmarks: one private
-# etcd on free 127.0.0.1 ports, its data in a directory the caller owns.
+# local-etcd.sh — sourced (bash) by the demo and the benchmarks: a scratch
+# directory cleaned up on exit, and one private etcd on free 127.0.0.1 ports.
 # (The tests have their own, richer helpers in tests/test-lib.sh.)
 #
 #   . scripts/local-etcd.sh
+#   local_scratch NAME
+#       sets $work to a new temporary directory and $pids to an empty array;
+#       on exit every pid in $pids is killed and $work removed
 #   local_etcd_start DIR NAME [EXTRA ETCD ARGS...]
 #       starts etcd with its data and log in DIR, waits until it answers,
 #       exports ORCHESTRATE_ETCD and sets LOCAL_ETCD_PID
 #   local_etcd_stop
+
+local_scratch() {
+	work=$(mktemp -d "${TMPDIR:-/tmp}/orchestrate-$1.XXXXXX")
+	pids=()
+	trap local_scratch_cleanup EXIT
+}
+
+local_scratch_cleanup() {
+	local p
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	rm -rf "$work"
+}
 
 # A free port: nothing accepts a connection on it (and it is not $1).
 local_etcd_free_port() {
