@@ -277,7 +277,8 @@ static const struct command commands[] = {
 
 	{ "status", cmd_status, 0, 0, CMD_NEEDS_ETCD | CMD_JSON, G_HUMANS, o_status, NULL,
 	  "status [--watch]",
-	  "one row a host (version, puppet, validation, alive, age), then totals",
+	  "one row a host (version, puppet, validation, alive, group, age, and why it\n"
+	  "failed, waits or is paused), hosts behind the desired version first; then totals",
 	  "  --watch            redraw on every change (an etcd watch, not a timer)\n" },
 	{ "ping", cmd_ping, 0, 0, CMD_NEEDS_ETCD | CMD_JSON, G_HUMANS, NULL, NULL,
 	  "ping",
