@@ -58,6 +58,7 @@ LIB_OBJS = \
 	orchestrate/etcd_watch.o \
 	orchestrate/schema.o \
 	orchestrate/fleet.o \
+	orchestrate/fleet_model.o \
 	orchestrate/hiera.o \
 	orchestrate/render.o \
 	orchestrate/config.o \
@@ -74,6 +75,11 @@ CLI_OBJS = \
 DAEMON_OBJS = \
 	orchestrate/orchestrated.o \
 	orchestrate/node.o \
+	orchestrate/node_lease.o \
+	orchestrate/node_sync.o \
+	orchestrate/node_catalog.o \
+	orchestrate/node_rollout.o \
+	orchestrate/node_run.o \
 	orchestrate/hook.o \
 	orchestrate/metrics.o
 
@@ -103,6 +109,7 @@ bin/orchestrated: $(DAEMON_OBJS) liborchestrate.a
 
 # The command files share cli.h, the dispatcher's internal header.
 $(CLI_OBJS): orchestrate/cli.h
+$(DAEMON_OBJS): orchestrate/node_internal.h
 
 # Objects depend on the flags they were built with (git's GIT-CFLAGS): a
 # different PREFIX (the hooks' default paths) or SANITIZE rebuilds them, so

@@ -45,6 +45,9 @@ struct config {
 	char *hostname;			/* default NULL: the system's */
 	char *group;			/* default NULL: none */
 	char **services;		/* NULL-terminated, default empty */
+	char **consumes;		/* services whose catalog this node watches and
+					 * renders (with those of depends); NULL (the
+					 * default): the whole catalog */
 	char *profile_list;		/* default /var/lib/puppet/profile_list.txt */
 	char *profile_dir;		/* default /var/lib/puppet/orchestrate_profiles.d */
 	struct config_address *addresses;	/* default none: discovered */

@@ -215,12 +215,34 @@ typedef void (*etcd_watch_error_fn)(struct etcd_watch *w, int error, int64_t com
 				    void *userdata);
 
 int etcd_client_attach_event(struct etcd_client *c, sd_event *event);
+
+/*
+ * One stream carrying several watches (the daemon's one stream per node: etcd
+ * holds ~90 KiB per stream and ~11 KiB per extra watch on it).  Each range is
+ * one create request on the stream and resumes by itself from the last revision
+ * delivered for it, so no event of any range is lost or delivered twice across
+ * a reconnect; a frame's events all belong to one range (the callback tells
+ * which from the keys).  A compaction of any range ends the whole watch with
+ * -ESTALE.  start_revision 0 is "from now".
+ */
+struct etcd_watch_range {
+	const char *key;
+	bool prefix;
+	int64_t start_revision;
+};
+
+int etcd_watch_start_ranges(struct etcd_client *c, const struct etcd_watch_range *ranges,
+			    size_t n_ranges, uint64_t idle_ms, etcd_watch_fn on_events,
+			    etcd_watch_error_fn on_error, void *userdata, struct etcd_watch **ret);
 int etcd_watch_start(struct etcd_client *c, const char *key, bool prefix, int64_t start_revision,
 		     uint64_t idle_ms, etcd_watch_fn on_events, etcd_watch_error_fn on_error,
 		     void *userdata, struct etcd_watch **ret);
 struct etcd_watch *etcd_watch_stop(struct etcd_watch *w);
-/* The last revision delivered to on_events (start_revision - 1 before any). */
+/* The last revision delivered to on_events (start_revision - 1 before any);
+ * with several ranges, the lowest of theirs: every range is complete up to it. */
 int64_t etcd_watch_revision(const struct etcd_watch *w);
+/* The last revision delivered for range i of etcd_watch_start_ranges(). */
+int64_t etcd_watch_range_revision(const struct etcd_watch *w, size_t i);
 /* How many times streams were reconnected (for metrics and tests). */
 uint64_t etcd_client_reconnects(const struct etcd_client *c);
 /* How many HTTP requests were sent (for benchmarks). */

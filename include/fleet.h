@@ -142,6 +142,50 @@ int fleet_clear_policy(struct fleet *f);
 int fleet_put_holder(struct fleet *f, const char *host, const char *version, const char *group,
 		     int64_t lease);
 
+/* Which pause of list (a read of pause/) applies to host in group (may be NULL):
+ * global first, then the group's, then the host's.  1 and *ret_reason ("global:
+ * kernel freeze") when one does, 0 when none.  The daemon, its model and the
+ * fleet view all use it, so all say the same. */
+int fleet_pause_find(const struct etcd_kv_list *list, const char *P, const char *host,
+		     const char *group, char **ret_reason);
+
+/* --- batches: several changes of one host in one txn ------------------------ */
+
+/*
+ * Each fleet_batch_*() checks its arguments (-EINVAL, nothing added) and adds
+ * its puts and deletes; fleet_batch_commit() sends them as one txn (no request
+ * at all when the batch is empty).  A status move puts the new state and
+ * deletes the host's others, as fleet_set_status() does.
+ */
+struct fleet_batch;
+int fleet_batch_new(struct fleet *f, struct fleet_batch **ret);
+struct fleet_batch *fleet_batch_free(struct fleet_batch *b);
+static inline void fleet_batch_freep(struct fleet_batch **b) { if (*b) fleet_batch_free(*b); }
+size_t fleet_batch_ops(const struct fleet_batch *b);
+int fleet_batch_status(struct fleet_batch *b, const char *host, enum status_type type,
+		       enum status_state state, const char *version, int exit_code,
+		       const char *detail);
+/* Puts running_version/VERSION/HOST and deletes the one under previous (the
+ * version the host ran before, when known and different). */
+int fleet_batch_running_version(struct fleet_batch *b, const char *host, const char *version,
+				const char *previous, int64_t lease);
+int fleet_batch_alive(struct fleet_batch *b, const char *host, const char *version, long pid,
+		      int64_t lease);
+/* value from fleet_service_value(). */
+int fleet_batch_service(struct fleet_batch *b, const char *service, const char *host,
+			const char *value, int64_t lease);
+int fleet_batch_unpublish(struct fleet_batch *b, const char *service, const char *host);
+int fleet_batch_holder(struct fleet_batch *b, const char *host, const char *version,
+		       const char *group, int64_t lease);
+int fleet_batch_release_holder(struct fleet_batch *b, const char *host);
+int fleet_batch_commit(struct fleet_batch *b, int64_t *ret_revision);
+
+/* The JSON value of available_services/SERVICE/HOST; -EINVAL for a bad name or
+ * address.  A node compares it with what it published to write only changes. */
+int fleet_service_value(const char *service, const char *host,
+			const struct catalog_entry *addresses, size_t n_addresses, bool healthy,
+			const char *version, char **ret);
+
 /* --- the fleet at a glance --------------------------------------------------- */
 
 struct host_view {

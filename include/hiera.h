@@ -52,6 +52,18 @@ int catalog_from_kvs(const struct etcd_kv_list *kvs, const char *services_dir,
 int catalog_add_value(struct catalog *c, const char *service, const char *host,
 		      const char *value, size_t value_len);
 void catalog_sort(struct catalog *c);
+/*
+ * Applies one change to a sorted catalog: host now publishes value for service
+ * (NULL: withdrew it).  The catalog stays sorted and holds exactly what a fresh
+ * read of the same keys would give, so a node can follow the catalog from its
+ * watch events instead of reading it again.  -ENOMEM leaves c unchanged.
+ */
+int catalog_apply(struct catalog *c, const char *service, const char *host, const char *value,
+		  size_t value_len);
+/* The same for a watch event on a key below services_dir; keys that are not
+ * SERVICE/HOST are ignored, as a read skips them.  Raises c->revision. */
+int catalog_apply_kv(struct catalog *c, const char *services_dir, const struct etcd_kv *kv,
+		     bool deleted);
 void catalog_release(struct catalog *c);
 static inline void catalog_releasep(struct catalog *c) { catalog_release(c); }
 

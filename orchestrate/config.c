@@ -93,6 +93,7 @@ static const struct key_def keys[] = {
 	{ "node", "hostname", KIND_NAME, F(hostname), 0, 0 },
 	{ "node", "group", KIND_NAME, F(group), 0, 0 },
 	{ "node", "services", KIND_NAMES, F(services), 0, 0 },
+	{ "node", "consumes", KIND_NAMES, F(consumes), 0, 0 },
 	{ "node", "profile_list", KIND_PATH, F(profile_list), 0, 0 },
 	{ "node", "profile_dir", KIND_PATH, F(profile_dir), 0, 0 },
 	{ "node", "addresses", KIND_ADDRESSES, F(addresses), 0, 0 },
@@ -155,6 +156,7 @@ struct config *config_free(struct config *c)
 	free(c->hostname);
 	free(c->group);
 	strv_free(c->services);
+	strv_free(c->consumes);
 	free(c->profile_list);
 	free(c->profile_dir);
 	for (size_t i = 0; i < c->n_addresses; i++) {

@@ -47,15 +47,25 @@
  * one stream being established: the cluster is unreachable. */
 #define BLOCKING_MAX_ROUNDS 2
 
+struct watch_range {
+	char *key, *range_end;		/* range_end NULL: one key */
+	size_t key_len, range_end_len;
+	int64_t last_rev;		/* last revision delivered */
+	int64_t watch_id;		/* etcd's id on the current stream; -1 before created */
+};
+
 struct etcd_watch {
 	struct etcd_client *c;
 	struct etcd_watch *next;	/* in c->watches (event-loop mode only) */
 	CURLM *multi;			/* the multi handle it runs on */
 	bool blocking;
 
-	char *key, *range_end;		/* range_end NULL: one key */
-	size_t key_len, range_end_len;
-	int64_t last_rev;		/* last revision delivered */
+	/* The watched ranges, all carried by one stream: each is one create
+	 * request, and each resumes from its own last delivered revision,
+	 * since a txn that touches two ranges gives two frames of one revision. */
+	struct watch_range *ranges;
+	size_t n_ranges;
+	size_t n_created;		/* created frames seen on this stream */
 	etcd_watch_fn on_events;
 	etcd_watch_error_fn on_error;
 	void *userdata;
@@ -80,7 +90,7 @@ struct etcd_watch {
 	sd_event_source *timer;		/* event-loop mode: reconnect and idle timer */
 };
 
-static void watch_arm_timer(struct etcd_watch *w);
+static int watch_arm_timer(struct etcd_watch *w);
 
 /* --- frames ------------------------------------------------------------------ */
 
@@ -128,12 +138,12 @@ static long cancel_reason_code(const char *reason)
  */
 static int decode_frame(const char *text, size_t len, struct etcd_event **ret_events,
 			size_t *ret_n, int64_t *ret_revision, int64_t *ret_compact,
-			bool *ret_created, cJSON **ret_json, long *ret_code,
-			const char **ret_message)
+			bool *ret_created, int64_t *ret_watch_id, cJSON **ret_json,
+			long *ret_code, const char **ret_message)
 {
 	*ret_events = NULL;
 	*ret_n = 0;
-	*ret_revision = *ret_compact = 0;
+	*ret_revision = *ret_compact = *ret_watch_id = 0;
 	*ret_created = false;
 	*ret_json = NULL;
 
@@ -149,6 +159,10 @@ static int decode_frame(const char *text, size_t len, struct etcd_event **ret_ev
 		return -EPROTO;
 	const cJSON *header = cJSON_GetObjectItemCaseSensitive(result, "header");
 	if (!cJSON_IsObject(header) || etcd_decode_int64(header, "revision", ret_revision) < 0)
+		return -EPROTO;
+	/* Which watch of the stream the frame is for; JSON leaves out id 0, and
+	 * a creation refused (an expired token) comes back as id -1. */
+	if (etcd_decode_int64(result, "watch_id", ret_watch_id) < 0 || *ret_watch_id < -1)
 		return -EPROTO;
 
 	const cJSON *created = cJSON_GetObjectItemCaseSensitive(result, "created");
@@ -222,8 +236,9 @@ int etcd_decode_watch_frame(const char *text, size_t len, struct etcd_event **re
 	_cleanup_(cJSON_Deletep) cJSON *json = NULL;
 	long code = 0;
 	const char *message = NULL;
+	int64_t watch_id;
 	int r = decode_frame(text, len, ret_events, ret_n, ret_revision, ret_compact,
-			     ret_created, &json, &code, &message);
+			     ret_created, &watch_id, &json, &code, &message);
 	if (r == 1) {
 		bool retry, reauth;
 		r = etcd_grpc_errno(code, message, false, &retry, &reauth);
@@ -270,24 +285,41 @@ static int add_bytes(cJSON *obj, const char *field, const char *data, size_t len
 	return cJSON_AddStringToObject(obj, field, buf_str(&b)) ? 0 : -ENOMEM;
 }
 
-static int watch_connect(struct etcd_watch *w)
+/* Appends one range's create request to the stream's body. */
+static int add_create_request(struct buf *body, const struct watch_range *wr)
 {
-	struct etcd_client *c = w->c;
-	_cleanup_(cJSON_Deletep) cJSON *body = cJSON_CreateObject();
-	cJSON *req = cJSON_AddObjectToObject(body, "create_request");
+	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
+	cJSON *req = cJSON_AddObjectToObject(obj, "create_request");
 	char rev[32];
-	snprintf(rev, sizeof(rev), "%" PRId64, w->last_rev + 1);
-	if (!req || add_bytes(req, "key", w->key, w->key_len) < 0 ||
-	    (w->range_end && add_bytes(req, "range_end", w->range_end, w->range_end_len) < 0) ||
+	snprintf(rev, sizeof(rev), "%" PRId64, wr->last_rev + 1);
+	if (!req || add_bytes(req, "key", wr->key, wr->key_len) < 0 ||
+	    (wr->range_end && add_bytes(req, "range_end", wr->range_end, wr->range_end_len) < 0) ||
 	    /* Revision 0 is "from now"; the created frame then tells which. */
-	    (w->last_rev > 0 && !cJSON_AddStringToObject(req, "start_revision", rev)) ||
+	    (wr->last_rev > 0 && !cJSON_AddStringToObject(req, "start_revision", rev)) ||
 	    /* Progress notifications advance the resume revision on a quiet
 	     * prefix and prove the stream alive. */
 	    !cJSON_AddTrueToObject(req, "progress_notify"))
 		return -ENOMEM;
-	_cleanup_(freep) char *text = cJSON_PrintUnformatted(body);
-	if (!text)
+	_cleanup_(freep) char *text = cJSON_PrintUnformatted(obj);
+	if (!text || buf_adds(body, text) < 0)
 		return -ENOMEM;
+	return 0;
+}
+
+static int watch_connect(struct etcd_watch *w)
+{
+	struct etcd_client *c = w->c;
+	_cleanup_(buf_releasep) struct buf body = BUF_INIT;
+
+	/* The gateway reads one JSON object after another from the body and
+	 * creates each watch on the one gRPC stream behind this request. */
+	for (size_t i = 0; i < w->n_ranges; i++) {
+		w->ranges[i].watch_id = -1;
+		if (add_create_request(&body, &w->ranges[i]) < 0)
+			return -ENOMEM;
+	}
+	w->n_created = 0;
+	const char *text = buf_str(&body);
 
 	if (c->user && !c->token) {
 		int r = etcd_authenticate(c);
@@ -359,8 +391,10 @@ static void watch_schedule_reconnect(struct etcd_watch *w)
 			delay = RECONNECT_MAX_MS;
 	}
 	w->reconnect_at = etcd_now_ms() + delay;
-	if (!w->blocking)
-		watch_arm_timer(w);
+	/* Without its timer the watch would never come back: say so to the
+	 * owner, whose resync has a timer of its own. */
+	if (!w->blocking && watch_arm_timer(w) < 0)
+		watch_finish(w, -ENOMEM, 0);
 }
 
 /* Handles one complete frame.  Returns false when the watch must not be touched
@@ -370,14 +404,14 @@ static bool watch_handle_frame(struct etcd_watch *w, const char *text, size_t le
 	struct etcd_client *c = w->c;
 	struct etcd_event *events;
 	size_t n;
-	int64_t revision, compact;
+	int64_t revision, compact, watch_id;
 	bool created;
 	_cleanup_(cJSON_Deletep) cJSON *json = NULL;
 	long code = 0;
 	const char *message = NULL;
 
-	int r = decode_frame(text, len, &events, &n, &revision, &compact, &created, &json, &code,
-			     &message);
+	int r = decode_frame(text, len, &events, &n, &revision, &compact, &created, &watch_id,
+			     &json, &code, &message);
 	if (r == 1) {
 		bool retry, reauth;
 		r = etcd_map_grpc_error(c, c->endpoints[w->endpoint], code, message, &retry, &reauth);
@@ -397,7 +431,7 @@ static bool watch_handle_frame(struct etcd_watch *w, const char *text, size_t le
 	}
 	if (r == -ESTALE) {
 		etcd_set_error(c, "etcd '%s': watch revision %" PRId64 " was compacted (at %" PRId64 ")",
-			       c->endpoints[w->endpoint], w->last_rev + 1, compact);
+			       c->endpoints[w->endpoint], etcd_watch_revision(w) + 1, compact);
 		watch_finish(w, -ESTALE, compact);
 		return false;
 	}
@@ -411,22 +445,46 @@ static bool watch_handle_frame(struct etcd_watch *w, const char *text, size_t le
 		return false;
 	}
 
-	w->got_frame = true;
-	w->failures = 0;
 	if (created) {
+		/* Creations are acknowledged in the order of the requests. */
+		if (w->n_created >= w->n_ranges) {
+			etcd_events_free(events, n);
+			etcd_set_error(c, "etcd '%s': more watches created than requested",
+				       c->endpoints[w->endpoint]);
+			watch_schedule_reconnect(w);
+			return false;
+		}
+		struct watch_range *wr = &w->ranges[w->n_created++];
+		wr->watch_id = watch_id;
 		/* A watch "from now" starts after the revision of its creation. */
-		if (w->last_rev == 0)
-			w->last_rev = revision;
+		if (wr->last_rev == 0)
+			wr->last_rev = revision;
+		w->got_frame = true;
+		w->failures = 0;
 		etcd_events_free(events, n);
 		return true;
 	}
+	struct watch_range *wr = NULL;
+	for (size_t i = 0; i < w->n_created; i++)
+		if (w->ranges[i].watch_id == watch_id)
+			wr = &w->ranges[i];
+	if (!wr) {
+		etcd_events_free(events, n);
+		etcd_set_error(c, "etcd '%s': watch frame for unknown watch %" PRId64,
+			       c->endpoints[w->endpoint], watch_id);
+		watch_schedule_reconnect(w);
+		return false;
+	}
+	w->got_frame = true;
+	w->failures = 0;
 
 	/* Drop what was delivered before a reconnect; events of one revision come
-	 * in one frame, so comparing with the previous frames' revision is exact. */
+	 * in one frame per watch, so comparing with the previous frames' revision
+	 * of the same range is exact. */
 	size_t kept = 0;
-	int64_t newest = w->last_rev;
+	int64_t newest = wr->last_rev;
 	for (size_t i = 0; i < n; i++) {
-		if (events[i].kv.mod_revision <= w->last_rev) {
+		if (events[i].kv.mod_revision <= wr->last_rev) {
 			etcd_kv_release(&events[i].kv);
 			continue;
 		}
@@ -436,7 +494,7 @@ static bool watch_handle_frame(struct etcd_watch *w, const char *text, size_t le
 	}
 	if (n == 0 && revision > newest)
 		newest = revision;	/* a progress notification */
-	w->last_rev = newest;
+	wr->last_rev = newest;
 
 	int cb = 0;
 	if (kept > 0 || n == 0) {
@@ -533,44 +591,55 @@ static void multi_collect(CURLM *multi)
 	}
 }
 
-static struct etcd_watch *watch_new(struct etcd_client *c, const char *key, bool prefix,
-				    int64_t start_revision, etcd_watch_fn on_events,
-				    void *userdata)
-{
-	struct etcd_watch *w = calloc(1, sizeof(*w));
-	if (!w)
-		return NULL;
-	w->c = c;
-	w->key_len = strlen(key);
-	w->key = strdup(key);
-	if (!w->key) {
-		free(w);
-		return NULL;
-	}
-	if (prefix) {
-		w->range_end = malloc(w->key_len + 1);
-		if (!w->range_end) {
-			free(w->key);
-			free(w);
-			return NULL;
-		}
-		w->range_end_len = etcd_prefix_end(key, w->key_len, w->range_end);
-	}
-	w->last_rev = start_revision > 0 ? start_revision - 1 : 0;
-	w->endpoint = c->current;
-	w->on_events = on_events;
-	w->userdata = userdata;
-	return w;
-}
-
 static void watch_free(struct etcd_watch *w)
 {
 	watch_disconnect(w);
 	sd_event_source_disable_unref(w->timer);
 	buf_release(&w->stream);
-	free(w->key);
-	free(w->range_end);
+	for (size_t i = 0; i < w->n_ranges; i++) {
+		free(w->ranges[i].key);
+		free(w->ranges[i].range_end);
+	}
+	free(w->ranges);
 	free(w);
+}
+
+static struct etcd_watch *watch_new(struct etcd_client *c, const struct etcd_watch_range *ranges,
+				    size_t n_ranges, etcd_watch_fn on_events, void *userdata)
+{
+	struct etcd_watch *w = calloc(1, sizeof(*w));
+	if (!w)
+		return NULL;
+	w->c = c;
+	w->endpoint = c->current;
+	w->on_events = on_events;
+	w->userdata = userdata;
+	w->ranges = calloc(n_ranges ? n_ranges : 1, sizeof(*w->ranges));
+	if (!w->ranges) {
+		free(w);
+		return NULL;
+	}
+	for (size_t i = 0; i < n_ranges; i++, w->n_ranges++) {
+		struct watch_range *wr = &w->ranges[i];
+		wr->key_len = strlen(ranges[i].key);
+		wr->key = strdup(ranges[i].key);
+		if (!wr->key)
+			goto fail;
+		if (ranges[i].prefix) {
+			wr->range_end = malloc(wr->key_len + 1);
+			if (!wr->range_end) {
+				free(wr->key);
+				goto fail;
+			}
+			wr->range_end_len = etcd_prefix_end(wr->key, wr->key_len, wr->range_end);
+		}
+		wr->last_rev = ranges[i].start_revision > 0 ? ranges[i].start_revision - 1 : 0;
+		wr->watch_id = -1;
+	}
+	return w;
+fail:
+	watch_free(w);
+	return NULL;
 }
 
 /* --- blocking mode ----------------------------------------------------------- */
@@ -582,7 +651,8 @@ int etcd_watch(struct etcd_client *c, const char *key, bool prefix, int64_t star
 	CURLM *multi = curl_multi_init();
 	if (!multi)
 		return -ENOMEM;
-	struct etcd_watch *w = watch_new(c, key, prefix, start_revision, fn, userdata);
+	struct etcd_watch_range range = { key, prefix, start_revision };
+	struct etcd_watch *w = watch_new(c, &range, 1, fn, userdata);
 	if (!w) {
 		curl_multi_cleanup(multi);
 		return -ENOMEM;
@@ -650,26 +720,25 @@ static int on_watch_timer(sd_event_source *s, uint64_t usec, void *userdata)
 	return 0;
 }
 
-static void watch_arm_timer(struct etcd_watch *w)
+static int watch_arm_timer(struct etcd_watch *w)
 {
 	uint64_t at_ms;
+	int r;
 	if (!w->easy && w->reconnect_at)
 		at_ms = w->reconnect_at;
 	else if (w->easy && w->idle_ms)
 		at_ms = w->last_data_ms + w->idle_ms;
-	else {
-		sd_event_source_set_enabled(w->timer, SD_EVENT_OFF);
-		return;
-	}
+	else
+		return w->timer ? sd_event_source_set_enabled(w->timer, SD_EVENT_OFF) : 0;
 	uint64_t usec = at_ms * 1000;
-	if (!w->timer) {
-		if (sd_event_add_time(w->c->event, &w->timer, CLOCK_MONOTONIC, usec, 10000,
-				      on_watch_timer, w) < 0)
-			return;
-	} else {
-		sd_event_source_set_time(w->timer, usec);
-	}
-	sd_event_source_set_enabled(w->timer, SD_EVENT_ONESHOT);
+	if (!w->timer)
+		r = sd_event_add_time(w->c->event, &w->timer, CLOCK_MONOTONIC, usec, 10000,
+				      on_watch_timer, w);
+	else
+		r = sd_event_source_set_time(w->timer, usec);
+	if (r < 0)
+		return r;
+	return sd_event_source_set_enabled(w->timer, SD_EVENT_ONESHOT);
 }
 
 static void watch_unlink(struct etcd_watch *w)
@@ -798,9 +867,17 @@ int etcd_watch_start(struct etcd_client *c, const char *key, bool prefix, int64_
 		     uint64_t idle_ms, etcd_watch_fn on_events, etcd_watch_error_fn on_error,
 		     void *userdata, struct etcd_watch **ret)
 {
-	if (!c->event)
+	struct etcd_watch_range range = { key, prefix, start_revision };
+	return etcd_watch_start_ranges(c, &range, 1, idle_ms, on_events, on_error, userdata, ret);
+}
+
+int etcd_watch_start_ranges(struct etcd_client *c, const struct etcd_watch_range *ranges,
+			    size_t n_ranges, uint64_t idle_ms, etcd_watch_fn on_events,
+			    etcd_watch_error_fn on_error, void *userdata, struct etcd_watch **ret)
+{
+	if (!c->event || n_ranges == 0)
 		return -EINVAL;
-	struct etcd_watch *w = watch_new(c, key, prefix, start_revision, on_events, userdata);
+	struct etcd_watch *w = watch_new(c, ranges, n_ranges, on_events, userdata);
 	if (!w)
 		return -ENOMEM;
 	w->multi = c->multi;
@@ -835,5 +912,14 @@ struct etcd_watch *etcd_watch_stop(struct etcd_watch *w)
 
 int64_t etcd_watch_revision(const struct etcd_watch *w)
 {
-	return w->last_rev;
+	int64_t low = INT64_MAX;
+	for (size_t i = 0; i < w->n_ranges; i++)
+		if (w->ranges[i].last_rev < low)
+			low = w->ranges[i].last_rev;
+	return w->n_ranges ? low : 0;
+}
+
+int64_t etcd_watch_range_revision(const struct etcd_watch *w, size_t i)
+{
+	return i < w->n_ranges ? w->ranges[i].last_rev : 0;
 }

@@ -835,9 +835,11 @@ static bool address_valid(const char *a)
  * The value maps each interface to one address; when an interface is given twice
  * the first address is kept, since the format has room for one.
  */
-int fleet_publish_service(struct fleet *f, const char *service, const char *host,
-			  const struct catalog_entry *addresses, size_t n_addresses,
-			  bool healthy, const char *version, int64_t lease)
+/* The value of available_services/SERVICE/HOST; -EINVAL for a bad name or
+ * address. */
+static int service_value(const char *service, const char *host,
+			 const struct catalog_entry *addresses, size_t n_addresses, bool healthy,
+			 const char *version, char **ret)
 {
 	if (!name_ok(service) || !name_ok(host) || !optional_name_ok(version) ||
 	    (n_addresses && !addresses))
@@ -846,13 +848,11 @@ int fleet_publish_service(struct fleet *f, const char *service, const char *host
 		if (!name_ok(addresses[i].iface) || !address_valid(addresses[i].address))
 			return -EINVAL;
 
-	_cleanup_(freep) char *key = key_service(fleet_prefix(f), service, host);
-	_cleanup_(freep) char *value = NULL;
 	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
 	cJSON *addrs;
 	int r;
 
-	if (!key || !obj)
+	if (!obj)
 		return -ENOMEM;
 	addrs = cJSON_AddObjectToObject(obj, "addresses");
 	if (!addrs)
@@ -865,8 +865,21 @@ int fleet_publish_service(struct fleet *f, const char *service, const char *host
 	}
 	if (!cJSON_AddBoolToObject(obj, "healthy", healthy))
 		return -ENOMEM;
-	if ((r = json_add_string(obj, "version", version)) < 0 || (r = json_print(obj, &value)) < 0)
+	if ((r = json_add_string(obj, "version", version)) < 0)
 		return r;
+	return json_print(obj, ret);
+}
+
+int fleet_publish_service(struct fleet *f, const char *service, const char *host,
+			  const struct catalog_entry *addresses, size_t n_addresses,
+			  bool healthy, const char *version, int64_t lease)
+{
+	_cleanup_(freep) char *key = NULL, *value = NULL;
+	int r = service_value(service, host, addresses, n_addresses, healthy, version, &value);
+	if (r < 0)
+		return r;
+	if (!(key = key_service(fleet_prefix(f), service, host)))
+		return -ENOMEM;
 	return written(etcd_put(f->etcd, key, value, strlen(value), lease));
 }
 
@@ -984,8 +997,8 @@ static int pause_reason(const struct etcd_kv *kv, const char *scope, char **ret)
  * and *ret_reason ("global: kernel freeze") when one does, 0 when none.  The
  * daemon (fleet_paused) and the fleet view share it, so both say the same.
  */
-static int pause_find(const struct etcd_kv_list *list, const char *P, const char *host,
-		      const char *group, char **ret_reason)
+int fleet_pause_find(const struct etcd_kv_list *list, const char *P, const char *host,
+		     const char *group, char **ret_reason)
 {
 	_cleanup_(freep) char *global = key_pause_global(P);
 	_cleanup_(freep) char *group_key = group ? key_pause_group(P, group) : NULL;
@@ -1031,7 +1044,7 @@ int fleet_paused(struct fleet *f, const char *host, const char *group, char **re
 	int r = etcd_get_prefix(f->etcd, dir, 0, 0, &list);
 	if (r < 0)
 		return r;
-	return pause_find(&list, fleet_prefix(f), host, group, ret_reason);
+	return fleet_pause_find(&list, fleet_prefix(f), host, group, ret_reason);
 }
 
 /* --- rollout policy ----------------------------------------------------------------- */
@@ -1181,22 +1194,30 @@ int fleet_clear_policy(struct fleet *f)
 	return etcd_delete(f->etcd, key);
 }
 
-int fleet_put_holder(struct fleet *f, const char *host, const char *version, const char *group,
-		     int64_t lease)
+static int holder_value(const char *host, const char *version, const char *group, char **ret)
 {
-	if (!name_ok(host) || !optional_name_ok(version) || !optional_name_ok(group))
-		return -EINVAL;
-
-	_cleanup_(freep) char *key = key_rollout_holder(fleet_prefix(f), host);
-	_cleanup_(freep) char *value = NULL;
 	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
 	int r;
 
-	if (!key || !obj)
+	if (!name_ok(host) || !optional_name_ok(version) || !optional_name_ok(group))
+		return -EINVAL;
+	if (!obj)
 		return -ENOMEM;
 	if ((r = json_add_string(obj, "version", version)) < 0 ||
-	    (r = json_add_string(obj, "group", group)) < 0 || (r = json_print(obj, &value)) < 0)
+	    (r = json_add_string(obj, "group", group)) < 0)
 		return r;
+	return json_print(obj, ret);
+}
+
+int fleet_put_holder(struct fleet *f, const char *host, const char *version, const char *group,
+		     int64_t lease)
+{
+	_cleanup_(freep) char *key = NULL, *value = NULL;
+	int r = holder_value(host, version, group, &value);
+	if (r < 0)
+		return r;
+	if (!(key = key_rollout_holder(fleet_prefix(f), host)))
+		return -ENOMEM;
 	return written(etcd_put(f->etcd, key, value, strlen(value), lease));
 }
 
@@ -1554,7 +1575,7 @@ static int view_add_pauses(struct fleet *f, struct fleet_view *v)
 		return r;
 	for (size_t i = 0; i < v->n && list.n > 0; i++) {
 		struct host_view *h = &v->hosts[i];
-		r = pause_find(&list, fleet_prefix(f), h->host, h->group, &h->paused);
+		r = fleet_pause_find(&list, fleet_prefix(f), h->host, h->group, &h->paused);
 		if (r < 0)
 			return r;
 	}
@@ -1609,4 +1630,174 @@ void fleet_view_release(struct fleet_view *v)
 	free(v->current_version);
 	free(v->previous_version);
 	memset(v, 0, sizeof(*v));
+}
+
+/* --- batches -------------------------------------------------------------------------- */
+
+/*
+ * A batch is one txn without compares: every op is checked (names, values) as
+ * it is added, so a batch either holds only valid ops or is dropped by its
+ * caller, and its commit writes all of them at one revision or none.  It is
+ * how a node makes a run cost etcd the writes it must make and no more: the
+ * end of a run (puppet and validation states, running version, alive, its
+ * services, its rollout slot) is one request.
+ */
+struct fleet_batch {
+	struct fleet *f;
+	struct etcd_txn *t;
+	size_t ops;
+};
+
+int fleet_batch_new(struct fleet *f, struct fleet_batch **ret)
+{
+	struct fleet_batch *b = calloc(1, sizeof(*b));
+	if (!b || !(b->t = etcd_txn_new())) {
+		free(b);
+		return -ENOMEM;
+	}
+	b->f = f;
+	*ret = b;
+	return 0;
+}
+
+struct fleet_batch *fleet_batch_free(struct fleet_batch *b)
+{
+	if (b) {
+		etcd_txn_free(b->t);
+		free(b);
+	}
+	return NULL;
+}
+
+size_t fleet_batch_ops(const struct fleet_batch *b)
+{
+	return b->ops;
+}
+
+static int batch_put(struct fleet_batch *b, char *key, const char *value, int64_t lease)
+{
+	_cleanup_(freep) char *k = key;
+	if (!k)
+		return -ENOMEM;
+	int r = etcd_txn_put(b->t, true, k, value, lease);
+	if (r >= 0)
+		b->ops++;
+	return r;
+}
+
+static int batch_delete(struct fleet_batch *b, char *key)
+{
+	_cleanup_(freep) char *k = key;
+	if (!k)
+		return -ENOMEM;
+	int r = etcd_txn_delete(b->t, true, k);
+	if (r >= 0)
+		b->ops++;
+	return r;
+}
+
+int fleet_batch_status(struct fleet_batch *b, const char *host, enum status_type type,
+		       enum status_state state, const char *version, int exit_code,
+		       const char *detail)
+{
+	_cleanup_(freep) char *value = NULL;
+	const char *P = fleet_prefix(b->f);
+	int r;
+
+	if (!name_ok(host) || !optional_name_ok(version) || !type_valid(type) ||
+	    !status_state_allowed(type, state))
+		return -EINVAL;
+	if ((r = status_value(version, exit_code, detail, &value)) < 0 ||
+	    (r = batch_put(b, key_status(P, type, state, host), value, 0)) < 0 ||
+	    (r = txn_delete_other_states(b->t, P, host, type, state)) < 0)
+		return r;
+	b->ops += 3;
+	return 0;
+}
+
+int fleet_batch_running_version(struct fleet_batch *b, const char *host, const char *version,
+				const char *previous, int64_t lease)
+{
+	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
+	_cleanup_(freep) char *value = NULL;
+	const char *P = fleet_prefix(b->f);
+	int r;
+
+	if (!name_ok(host) || !name_ok(version) || !optional_name_ok(previous))
+		return -EINVAL;
+	if (!obj)
+		return -ENOMEM;
+	if ((r = json_add_time(obj, "time", fleet_now())) < 0 || (r = json_print(obj, &value)) < 0 ||
+	    (r = batch_put(b, key_running_version(P, version, host), value, lease)) < 0)
+		return r;
+	if (previous && strcmp(previous, version) != 0)
+		return batch_delete(b, key_running_version(P, previous, host));
+	return 0;
+}
+
+int fleet_batch_alive(struct fleet_batch *b, const char *host, const char *version, long pid,
+		      int64_t lease)
+{
+	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
+	_cleanup_(freep) char *value = NULL;
+	int r;
+
+	if (!name_ok(host) || !optional_name_ok(version))
+		return -EINVAL;
+	if (!obj)
+		return -ENOMEM;
+	if ((r = json_add_time(obj, "time", fleet_now())) < 0 ||
+	    (r = json_add_string(obj, "version", version)) < 0)
+		return r;
+	if (!cJSON_AddNumberToObject(obj, "pid", (double)pid))
+		return -ENOMEM;
+	if ((r = json_print(obj, &value)) < 0)
+		return r;
+	return batch_put(b, key_alive(fleet_prefix(b->f), host), value, lease);
+}
+
+int fleet_batch_service(struct fleet_batch *b, const char *service, const char *host,
+			const char *value, int64_t lease)
+{
+	if (!name_ok(service) || !name_ok(host) || !value)
+		return -EINVAL;
+	return batch_put(b, key_service(fleet_prefix(b->f), service, host), value, lease);
+}
+
+int fleet_batch_unpublish(struct fleet_batch *b, const char *service, const char *host)
+{
+	if (!name_ok(service) || !name_ok(host))
+		return -EINVAL;
+	return batch_delete(b, key_service(fleet_prefix(b->f), service, host));
+}
+
+int fleet_batch_holder(struct fleet_batch *b, const char *host, const char *version,
+		       const char *group, int64_t lease)
+{
+	_cleanup_(freep) char *value = NULL;
+	int r = holder_value(host, version, group, &value);
+	if (r < 0)
+		return r;
+	return batch_put(b, key_rollout_holder(fleet_prefix(b->f), host), value, lease);
+}
+
+int fleet_batch_release_holder(struct fleet_batch *b, const char *host)
+{
+	if (!name_ok(host))
+		return -EINVAL;
+	return batch_delete(b, key_rollout_holder(fleet_prefix(b->f), host));
+}
+
+int fleet_batch_commit(struct fleet_batch *b, int64_t *ret_revision)
+{
+	if (b->ops == 0)
+		return 0;
+	return written(etcd_txn_commit(b->f->etcd, b->t, NULL, ret_revision));
+}
+
+int fleet_service_value(const char *service, const char *host,
+			const struct catalog_entry *addresses, size_t n_addresses, bool healthy,
+			const char *version, char **ret)
+{
+	return service_value(service, host, addresses, n_addresses, healthy, version, ret);
 }

@@ -81,6 +81,10 @@ test_expect_success 'setup: the namespace reaches etcd only through the veth pai
 	etcdctl_put /current_version v1 &&
 	start_ns_node p1 && start_node p2 &&
 	wait_for "node_at p1 v1 && node_at p2 v1" 20 &&
+	# the catalog settles after the runs end (p1 writes its hiera file once
+	# the debounce is over): take the fingerprint after that
+	wait_for "grep -q \"^healthy_services::svc-p1\" p1/services.yaml &&
+		grep -q \"^healthy_services::svc-p2\" p1/services.yaml" 15 &&
 	grep -q 10.66.0.1 p1/services.yaml &&
 	orch get_failures
 '

@@ -85,7 +85,7 @@ test_expect_success 'killed -9 during the splay (slot held, before any hook)' '
 	wait_for "grep -q \"configuration reloaded\" w1/log" 10 &&
 	n=$(count_lines w1/config.count) &&
 	orch trigger_update v2 &&
-	wait_for "grep -q \"state idle -> splay\" w1/log" 10 &&
+	wait_for "grep -q \"state wait-slot -> splay\" w1/log" 10 &&
 	etcdctl_exists /rollout/holders/w1 &&
 	crash w1 &&
 	test "$(count_lines w1/config.count)" = "$n" &&
@@ -116,8 +116,9 @@ test_expect_success 'killed -9 during the config hook' '
 test_expect_success 'killed -9 between config and validation (during the validate hook)' '
 	echo 30 >w1/validate.sleep &&
 	orch trigger_update v4 &&
-	wait_for "status_is w1 validation running && test -n \"\$(hook_pgid w1 validate)\"" 10 &&
-	status_is w1 puppet success &&
+	# puppet/running covers the validate hook: the validation state moves
+	# once, when it is known
+	wait_for "status_is w1 puppet running && test -n \"\$(hook_pgid w1 validate)\"" 10 &&
 	crash w1 validate &&
 	consistent w1 &&
 	test "$(cat w1/current_version)" = v3 &&

@@ -1,0 +1,177 @@
+/*
+ * node_rollout.c — what a node waits for before a run: its declared
+ * dependencies and, under a rollout policy, its turn and a slot.
+ *
+ * Everything here is answered from the fleet model, at the revision of the
+ * event being evaluated: the catalog for dependencies (so a trigger one second
+ * after the only mysql host died does not run the nodes that need it), the
+ * policy and the holders for slots.  Taking a slot is one write (the holder
+ * key, under the node's lease); the node learns its place in the queue from
+ * the same stream that carries the holders of every other node.
+ *
+ * Two policies need more than the model, and read: max_percent (the alive
+ * count it is a percentage of) and groups (whether the earlier groups are
+ * done).  While an earlier group is behind, a second stream watches
+ * running_version/ and alive/, the two things that can end the wait.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+
+#include "buf.h"
+#include "cleanup.h"
+#include "config.h"
+#include "log.h"
+#include "node_internal.h"
+#include "schema.h"
+
+/* NULL when every dependency is met, else what is missing (caller frees), and
+ * *ret_short the short form for STATUS=.  Out of memory is not "met". */
+char *node_missing_dependencies(struct node *n, char **ret_short)
+{
+	const struct config *cfg = n->opt.config;
+	_cleanup_(buf_releasep) struct buf b = BUF_INIT, s = BUF_INIT;
+	int r = 0;
+
+	for (size_t i = 0; i < cfg->n_depends && r >= 0; i++) {
+		const struct config_depend *d = &cfg->depends[i];
+		size_t have = catalog_count_hosts(&n->model.catalog, d->service, d->healthy);
+		if ((long)have >= d->count)
+			continue;
+		if ((r = buf_printf(&b, "%swaiting for %ld %s%s, have %zu", b.len ? "; " : "",
+				    d->count, d->healthy ? "healthy " : "", d->service, have)) >= 0)
+			r = buf_printf(&s, "%s%ld\u00d7 %s", s.len ? ", " : "", d->count, d->service);
+	}
+	if (r < 0) {
+		*ret_short = strdup("dependencies (out of memory)");
+		return strdup("cannot check dependencies: out of memory");
+	}
+	if (b.len == 0)
+		return NULL;
+	*ret_short = buf_detach(&s);
+	return buf_detach(&b);
+}
+
+/* Gives the slot (or the place in the queue for one) back. */
+static void node_drop_holder(struct node *n)
+{
+	if (!n->holding)
+		return;
+	_cleanup_(freep) char *key = key_rollout_holder(n->fleet.prefix, n->host);
+	if (!key || etcd_delete(n->etcd, key) < 0)
+		log_warnx("cannot release rollout slot: %s, its lease will", etcd_last_error(n->etcd));
+	else
+		log_debug("rollout slot released");
+	n->holding = false;
+	n->has_slot = false;
+}
+
+void node_unwatch_stage(struct node *n)
+{
+	n->stage_watch = etcd_watch_stop(n->stage_watch);
+}
+
+/* Done with the rollout, or no policy: no slot, no waiting for a group. */
+void node_release_slot(struct node *n)
+{
+	node_drop_holder(n);
+	node_unwatch_stage(n);
+}
+
+static int node_on_stage_events(const struct etcd_event *ev, size_t count, int64_t revision,
+				void *userdata)
+{
+	if (count > 0)
+		node_schedule_evaluate(userdata);
+	return 0;
+}
+
+/* While the node waits for an earlier group: what can end the wait is a host
+ * reaching the version (running_version/) or a host dying or joining
+ * (alive/); a new policy comes on the node's own stream.  Watched from the
+ * revision the decision was made at. */
+static int node_watch_stage(struct node *n, int64_t from)
+{
+	const char *P = n->fleet.prefix;
+	_cleanup_(freep) char *kr = key_running_version_dir(P);
+	_cleanup_(freep) char *ka = key_alive_dir(P);
+
+	if (n->stage_watch)
+		return 0;
+	if (!kr || !ka)
+		return -ENOMEM;
+	struct etcd_watch_range ranges[] = { { kr, true, from }, { ka, true, from } };
+	return etcd_watch_start_ranges(n->etcd, ranges, ELEMENTSOF(ranges), node_watch_idle_ms(n),
+				       node_on_stage_events, node_on_watch_error, n,
+				       &n->stage_watch);
+}
+
+/*
+ * Takes a rollout slot when a policy is set.  Returns 1 when the node may run
+ * (no policy, or its stage's turn and a slot held), 0 when it must wait — for
+ * an earlier group (ret_wait->group set) or for a slot — or a negative code.
+ *
+ * Slots are counted among the holders of the node's own stage: the first
+ * max_parallel of them by create revision hold one.  Holders of other stages
+ * are hosts still retrying an earlier group (which keeps this stage waiting
+ * anyway) or the unlisted, which must not eat a listed group's slots.
+ */
+int node_take_slot(struct node *n, struct slot_wait *ret_wait)
+{
+	const struct rollout_policy *policy = &n->model.policy;
+	const struct config *cfg = n->opt.config;
+	size_t rank, in_stage;
+	long limit = 0;
+	int r;
+
+	if (n->has_slot)
+		return 1;
+	if (n->model.policy_state == 0) {
+		node_release_slot(n);
+		return 1;
+	}
+	if (policy->n_groups) {
+		int64_t revision = 0;
+		r = fleet_stage_ready(&n->fleet, policy, cfg->group, n->host, n->model.desired,
+				      &ret_wait->group, &ret_wait->behind, &revision);
+		if (r < 0)
+			return r;
+		if (r == 0) {
+			node_drop_holder(n);
+			return node_watch_stage(n, revision + 1);
+		}
+		node_unwatch_stage(n);
+	}
+
+	if (policy->max_parallel > 0)
+		limit = policy->max_parallel;
+	else if (policy->max_percent > 0 &&
+		 (r = fleet_percent_limit(&n->fleet, policy, cfg->group, &limit)) < 0)
+		return r;
+	if (limit <= 0) {
+		node_release_slot(n);
+		return 1;	/* groups alone: the whole group at once */
+	}
+
+	if (!n->holding) {
+		r = fleet_put_holder(&n->fleet, n->host, n->model.desired, cfg->group, n->lease);
+		if (r < 0)
+			return r;
+		n->holding = true;
+	}
+	/* Our own key reaches the model through the stream, like everyone's:
+	 * until it has, the place in the queue is not known yet. */
+	ret_wait->limit = limit;
+	if (fleet_model_holder_rank(&n->model, &rank, &in_stage) == 0) {
+		ret_wait->holders = in_stage + 1;
+		return 0;
+	}
+	ret_wait->holders = in_stage;
+	if ((long)rank < limit) {
+		n->has_slot = true;
+		log_info("rollout slot taken (%zu of %ld)", rank + 1, limit);
+		return 1;
+	}
+	return 0;
+}

@@ -1,0 +1,506 @@
+/*
+ * node_run.c — the consistent configuration: one run of the hooks for the
+ * desired version, and what each outcome writes.
+ *
+ *   start       one txn: puppet/running
+ *   upgrade     (optional) then config hook; then the validate hook
+ *   end         one txn with everything the outcome changes:
+ *                 success        puppet/success, validation/success,
+ *                                running_version/V/HOST (and the host's old
+ *                                entry deleted), alive with the new version,
+ *                                its services healthy at V, its slot freed
+ *                 validation     puppet/success, validation/failed, its
+ *                 failed         services unhealthy
+ *                 config failed  puppet/failed, its services unhealthy
+ *
+ * So a run costs etcd two writes (three with a rollout slot) whatever the
+ * fleet's size.  puppet/running covers the validate hook too: the validation
+ * state moves once, when it is known, rather than through validation/running.
+ * A node that never published its services does so after its first config
+ * run, whether or not it succeeded (one write, once), so that a node waiting
+ * for it is not blocked until its validation ends.
+ *
+ * A failed run is retried with capped exponential backoff and full jitter.
+ * A successful run whose end txn cannot be written is still a success here
+ * (the local version file says so): the txn is owed and retried from idle.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "cleanup.h"
+#include "config.h"
+#include "hiera.h"
+#include "log.h"
+#include "node_internal.h"
+#include "schema.h"
+
+/* --- local version -------------------------------------------------------------------- */
+
+void node_read_local(struct node *n)
+{
+	_cleanup_(buf_releasep) struct buf b = BUF_INIT;
+	int r = file_read_all(n->opt.local_version_file, &b);
+	size_t len;
+
+	free(n->local);
+	n->local = NULL;
+	if (r == -ENOENT)
+		return;
+	if (r < 0) {
+		log_warnx("cannot read local version file '%s': %s, taking none",
+			  n->opt.local_version_file, strerror(-r));
+		return;
+	}
+	len = b.len;
+	while (len > 0 && (b.data[len - 1] == '\n' || b.data[len - 1] == ' ' ||
+			   b.data[len - 1] == '\r' || b.data[len - 1] == '\t'))
+		len--;
+	if (len == 0)
+		return;
+	b.data[len] = '\0';
+	b.len = len;
+	if (strlen(b.data) != len || !schema_name_valid(b.data)) {
+		log_warnx("local version file '%s' holds no valid version, taking none",
+			  n->opt.local_version_file);
+		return;
+	}
+	n->local = buf_detach(&b);
+}
+
+static int node_write_local(struct node *n, const char *version)
+{
+	_cleanup_(buf_releasep) struct buf b = BUF_INIT;
+	bool changed;
+	int r;
+
+	if ((r = buf_printf(&b, "%s\n", version)) < 0)
+		return r;
+	r = file_write_atomic(n->opt.local_version_file, b.data, b.len, 0644, &changed);
+	if (r < 0)
+		return r;
+	set_str(&n->local, version);
+	return 0;
+}
+
+/* --- status ------------------------------------------------------------------------- */
+
+void node_status(struct node *n, enum status_type type, enum status_state state,
+		 const char *version, int exit_code, const char *detail)
+{
+	int r = fleet_set_status(&n->fleet, n->host, type, state, version, exit_code, detail);
+	if (r < 0)
+		log_warnx("cannot set status %s/%s: %s", status_type_name(type),
+			  status_state_name(state), etcd_last_error(n->etcd));
+}
+
+/* --- hooks -------------------------------------------------------------------------- */
+
+static int strv_push(char ***v, size_t *n, const char *s)
+{
+	char *copy = strdup(s);
+	char **nv;
+	if (!copy)
+		return -ENOMEM;
+	nv = realloc(*v, (*n + 2) * sizeof(char *));
+	if (!nv) {
+		free(copy);
+		return -ENOMEM;
+	}
+	nv[(*n)++] = copy;
+	nv[*n] = NULL;
+	*v = nv;
+	return 0;
+}
+
+int node_build_env(struct node *n, const char *version, char ***ret)
+{
+	_cleanup_(strv_freep) char **env = NULL;
+	_cleanup_(buf_releasep) struct buf b = BUF_INIT;
+	size_t count = 0;
+	int r;
+
+	if ((r = strv_push(&env, &count, "PATH=/usr/sbin:/usr/bin:/sbin:/bin")) < 0)
+		return r;
+#define ADD(name, value)                                                      \
+	do {                                                                  \
+		buf_reset(&b);                                                \
+		if ((r = buf_printf(&b, "%s=%s", name, value ? value : "")) < 0 || \
+		    (r = strv_push(&env, &count, buf_str(&b))) < 0)            \
+			return r;                                             \
+	} while (0)
+	ADD("ORCHESTRATE_HOST", n->host);
+	ADD("ORCHESTRATE_VERSION", version);
+	ADD("ORCHESTRATE_PREVIOUS_VERSION", n->run_previous ? n->run_previous : n->local);
+	ADD("ORCHESTRATE_SERVICES_FILE", n->opt.config->hiera_services);
+	buf_reset(&b);
+	if ((r = buf_adds(&b, "ORCHESTRATE_ETCD=")) < 0)
+		return r;
+	for (size_t i = 0; n->opt.etcd.endpoints && n->opt.etcd.endpoints[i]; i++)
+		if ((i && (r = buf_addc(&b, ',')) < 0) ||
+		    (r = buf_adds(&b, n->opt.etcd.endpoints[i])) < 0)
+			return r;
+	if ((r = strv_push(&env, &count, buf_str(&b))) < 0)
+		return r;
+	/* So that a hook calling `orchestrate` talks about the same fleet. */
+	if (n->opt.prefix && *n->opt.prefix)
+		ADD("ORCHESTRATE_PREFIX", n->opt.prefix);
+	ADD("ORCHESTRATE_LOCAL_VERSION_FILE", n->opt.local_version_file);
+#undef ADD
+	*ret = TAKE_PTR(env);
+	return 0;
+}
+
+static void node_on_run_hook(struct hook *h, const struct hook_result *res, void *userdata);
+
+static const char *node_hook_path(struct node *n, enum node_state which)
+{
+	const struct config *cfg = n->opt.config;
+	switch (which) {
+	case NODE_RUN_UPGRADE: return cfg->hook_upgrade;
+	case NODE_RUN_CONFIG: return cfg->hook_config;
+	case NODE_RUN_VALIDATE: return cfg->hook_validate;
+	default: return NULL;
+	}
+}
+
+static const char *node_hook_name(enum node_state which)
+{
+	switch (which) {
+	case NODE_RUN_UPGRADE: return "upgrade";
+	case NODE_RUN_CONFIG: return "config";
+	case NODE_RUN_VALIDATE: return "validate";
+	default: return "services";
+	}
+}
+
+static void node_run_failed(struct node *n, const char *what);
+static void node_config_done(struct node *n, const struct hook_result *res);
+static void node_validate_done(struct node *n, const struct hook_result *res);
+static void node_upgrade_done(struct node *n, const struct hook_result *res);
+
+static void node_hook_finished(struct node *n, enum node_state which, const struct hook_result *res)
+{
+	switch (which) {
+	case NODE_RUN_UPGRADE: node_upgrade_done(n, res); break;
+	case NODE_RUN_CONFIG: node_config_done(n, res); break;
+	case NODE_RUN_VALIDATE: node_validate_done(n, res); break;
+	default: break;
+	}
+}
+
+/* Starts the hook of state which; a hook not configured counts as success. */
+static void node_run_hook(struct node *n, enum node_state which)
+{
+	_cleanup_(strv_freep) char **env = NULL;
+	const char *path = node_hook_path(n, which);
+	const char *name = node_hook_name(which);
+	int r;
+
+	node_set_state(n, which, "running %s for %s", name, n->run_version);
+	if (which == NODE_RUN_CONFIG || which == NODE_RUN_UPGRADE)
+		n->config_gen = n->hiera_gen;
+	if (!path || !*path) {
+		struct hook_result ok = { .output = "" };
+		log_fields(LOG_INFO, n->run_version, name, "no %s hook configured, skipping", name);
+		node_hook_finished(n, which, &ok);
+		return;
+	}
+	r = node_build_env(n, n->run_version, &env);
+	if (r >= 0)
+		node_hook_started(n, name);
+	if (r >= 0)
+		r = hook_spawn(n->event, name, path, env, n->opt.config->hook_timeout,
+			       n->run_version, node_on_run_hook, n, &n->run_hook);
+	if (r < 0) {
+		_cleanup_(buf_releasep) struct buf d = BUF_INIT;
+		struct hook_result bad = { .exit_code = 127 };
+		(void)buf_printf(&d, "cannot run %s hook '%s': %s", name, path, strerror(-r));
+		log_fields(LOG_ERR, n->run_version, name, "%s", buf_str(&d));
+		bad.output = buf_str(&d);
+		node_hook_ended(n, name, &bad);
+		node_hook_finished(n, which, &bad);
+	}
+}
+
+static void node_on_run_hook(struct hook *h, const struct hook_result *res, void *userdata)
+{
+	struct node *n = userdata;
+	enum node_state which = n->state;
+	_cleanup_(freep) char *what = hook_result_describe(res);
+
+	/* res points into the hook: free it only after the result was used. */
+	_cleanup_(hook_freep) struct hook *done = TAKE_PTR(n->run_hook);
+
+	log_fields(res->exit_code == 0 ? LOG_INFO : LOG_WARNING, n->run_version, hook_name(h),
+		   "hook '%s' %s", hook_name(h), or_none(what));
+	node_hook_ended(n, hook_name(h), res);
+	if (n->stopping) {
+		node_finish_stop(n);
+		return;
+	}
+	node_hook_finished(n, which, res);
+	/* The services hook may have waited for the config hook. */
+	node_try_services(n);
+}
+
+/* "exited with status 1" and the tail of the output, for the status detail. */
+static char *node_detail(const struct hook_result *res)
+{
+	_cleanup_(freep) char *what = hook_result_describe(res);
+	struct buf b = BUF_INIT;
+	const char *out = res->output ? res->output : "";
+	size_t len = strlen(out), room;
+
+	/* The detail keeps its last SCHEMA_DETAIL_MAX bytes: cut the output
+	 * here so that the reason in front survives a hook that printed a lot,
+	 * and never in the middle of a UTF-8 sequence. */
+	(void)buf_adds(&b, or_none(what));
+	room = SCHEMA_DETAIL_MAX > b.len + 1 ? SCHEMA_DETAIL_MAX - b.len - 1 : 0;
+	if (len > room) {
+		out += len - room;
+		while (*out && ((unsigned char)*out & 0xc0) == 0x80)
+			out++;
+	}
+	if (*out) {
+		(void)buf_addc(&b, '\n');
+		(void)buf_adds(&b, out);
+	}
+	return buf_detach(&b);
+}
+
+/* --- what an outcome writes ------------------------------------------------------------ */
+
+/* A failed config (or upgrade) run: puppet/failed, and the node's services
+ * not healthy (published the first time; written only if they were healthy
+ * before).  One txn. */
+static void node_record_config_failure(struct node *n, int exit_code, const char *detail)
+{
+	_cleanup_(fleet_batch_freep) struct fleet_batch *b = NULL;
+	int r;
+
+	if ((r = fleet_batch_new(&n->fleet, &b)) < 0 ||
+	    (r = fleet_batch_status(b, n->host, STATUS_PUPPET, STATE_FAILED, n->run_version,
+				    exit_code, detail)) < 0 ||
+	    (r = node_batch_services(n, b, false, false)) < 0 ||
+	    (r = fleet_batch_commit(b, NULL)) < 0) {
+		log_warnx("cannot set status puppet/failed: %s",
+			  r == -EINVAL ? strerror(-r) : etcd_last_error(n->etcd));
+		node_services_forget_pending(n);
+		return;
+	}
+	node_services_committed(n);
+}
+
+/*
+ * The end of a run whose config succeeded: puppet/success and the validation
+ * state, with (on success) the running version, alive and the slot.  One txn.
+ * Returns 0 or the error (nothing written).
+ */
+static int node_record_end(struct node *n, const char *version, bool validated,
+			   int validation_code, const char *detail)
+{
+	_cleanup_(fleet_batch_freep) struct fleet_batch *b = NULL;
+	const struct config *cfg = n->opt.config;
+	int r;
+
+	if ((r = fleet_batch_new(&n->fleet, &b)) < 0 ||
+	    (r = fleet_batch_status(b, n->host, STATUS_PUPPET, STATE_SUCCESS, version,
+				    n->config_exit_code, NULL)) < 0 ||
+	    (r = fleet_batch_status(b, n->host, STATUS_VALIDATION,
+				    validated ? STATE_SUCCESS : STATE_FAILED, version,
+				    validation_code, detail)) < 0 ||
+	    (r = node_batch_services(n, b, validated, false)) < 0)
+		goto fail;
+	if (validated) {
+		const char *old = n->running_published;
+		if ((r = fleet_batch_running_version(b, n->host, version,
+						     str_eq(old, version) ? NULL : old,
+						     n->lease)) < 0 ||
+		    (r = fleet_batch_alive(b, n->host, version, (long)getpid(), n->lease)) < 0 ||
+		    (n->holding && (r = fleet_batch_release_holder(b, n->host)) < 0))
+			goto fail;
+	}
+	(void)cfg;
+	if ((r = fleet_batch_commit(b, NULL)) < 0)
+		goto fail;
+	node_services_committed(n);
+	if (validated) {
+		set_str(&n->running_published, version);
+		n->holding = false;
+		n->has_slot = false;
+	}
+	return 0;
+fail:
+	node_services_forget_pending(n);
+	return r;
+}
+
+/* From idle: writes again what a successful run could not. */
+void node_retry_owed(struct node *n)
+{
+	if (!n->success_owed || !n->local)
+		return;
+	if (node_record_end(n, n->local, true, 0, NULL) < 0) {
+		log_warnx("cannot record the run at '%s': %s, will retry", n->local,
+			  etcd_last_error(n->etcd));
+		node_schedule_resync(n, USEC_PER_SEC);
+		return;
+	}
+	n->success_owed = false;
+	log_info("run at '%s' recorded", n->local);
+}
+
+static void node_upgrade_done(struct node *n, const struct hook_result *res)
+{
+	if (res->exit_code != 0) {
+		_cleanup_(freep) char *detail = node_detail(res);
+		node_record_config_failure(n, res->exit_code, detail);
+		node_run_failed(n, "upgrade");
+		return;
+	}
+	node_run_hook(n, NODE_RUN_CONFIG);
+}
+
+static void node_config_done(struct node *n, const struct hook_result *res)
+{
+	enum status_state st;
+	char code[16];
+
+	snprintf(code, sizeof(code), "%d", res->exit_code);
+	st = res->signal || res->timed_out ? STATE_FAILED
+					   : status_from_result(STATUS_PUPPET, code);
+	/* The config hook saw the hiera file as it was when it started: a
+	 * services run for that same file would only repeat it. */
+	if (n->services_gen < n->config_gen)
+		n->services_gen = n->config_gen;
+	if (st != STATE_SUCCESS) {
+		_cleanup_(freep) char *detail = node_detail(res);
+		node_record_config_failure(n, res->exit_code, detail);
+		node_run_failed(n, "config");
+		return;
+	}
+	n->config_exit_code = res->exit_code;
+	/* After the first config run the node's services are published (not
+	 * healthy until validation succeeds): this breaks the circular wait
+	 * of two nodes depending on each other.  Later runs change them only
+	 * at the end, and only if their value changed. */
+	if (!n->published)
+		(void)node_publish_services(n, false, false);
+	node_run_hook(n, NODE_RUN_VALIDATE);
+}
+
+static void node_validate_done(struct node *n, const struct hook_result *res)
+{
+	_cleanup_(freep) char *detail = NULL;
+	_cleanup_(freep) char *version = NULL;
+	bool ok = res->exit_code == 0 && !res->signal && !res->timed_out;
+	int r;
+
+	if (!ok) {
+		detail = node_detail(res);
+		if (node_record_end(n, n->run_version, false, res->exit_code, detail) < 0)
+			log_warnx("cannot set status validation/failed: %s",
+				  etcd_last_error(n->etcd));
+		n->validation_failed = true;
+		node_run_failed(n, "validation");
+		return;
+	}
+	version = TAKE_PTR(n->run_version);
+	r = node_write_local(n, version);
+	if (r < 0) {
+		log_fields(LOG_ERR, version, NULL, "cannot write local version file '%s': %s",
+			   n->opt.local_version_file, strerror(-r));
+		n->run_version = TAKE_PTR(version);
+		node_run_failed(n, "local version file");
+		return;
+	}
+	/* The run succeeded whatever etcd says now; a failed write is owed and
+	 * retried from idle, or the fleet would never see this host at VERSION. */
+	r = node_record_end(n, version, true, 0, NULL);
+	n->success_owed = r < 0;
+	if (r < 0) {
+		log_fields(LOG_WARNING, version, NULL, "cannot record the run at '%s': %s, will retry",
+			   version, etcd_last_error(n->etcd));
+		set_str(&n->running_published, version);
+	}
+	n->validation_failed = false;
+	n->rerun = false;
+	n->failures = 0;
+	free(n->run_previous);
+	n->run_previous = NULL;
+	node_release_slot(n);
+	log_fields(LOG_NOTICE, version, NULL, "now at version '%s'", version);
+	node_set_state(n, NODE_IDLE, "idle at %s", version);
+	node_schedule_evaluate(n);
+}
+
+int node_on_run_timer(sd_event_source *s, uint64_t usec, void *userdata)
+{
+	struct node *n = userdata;
+	node_timer_cancel(&n->run_timer);
+	if (n->state == NODE_SPLAY)
+		n->splay_done = true;
+	node_schedule_evaluate(n);
+	return 0;
+}
+
+/* A failed run: capped exponential backoff with full jitter, then retry. */
+static void node_run_failed(struct node *n, const char *what)
+{
+	const struct config *cfg = n->opt.config;
+	_cleanup_(freep) char *version = TAKE_PTR(n->run_version);
+	uint64_t lo = sec_to_usec((double)cfg->retry_min), hi = lo;
+	uint64_t cap = sec_to_usec((double)cfg->retry_max);
+	uint64_t delay;
+
+	n->failures++;
+	if (n->once) {
+		log_fields(LOG_WARNING, version, NULL, "%s failed for '%s'", what, or_none(version));
+		node_once_finish(n, 1);
+		return;
+	}
+	for (unsigned i = 1; i < n->failures && hi < cap; i++)
+		hi *= 2;
+	if (hi > cap)
+		hi = cap;
+	if (hi < lo)
+		hi = lo;
+	delay = node_random_between(lo, hi);
+	node_set_state(n, NODE_BACKOFF, "%s failed for %s (%u\u00d7), retrying in %llu s", what,
+		       or_none(version), n->failures,
+		       (unsigned long long)((delay + USEC_PER_SEC / 2) / USEC_PER_SEC));
+	if (node_timer_arm(n, &n->run_timer, delay, node_on_run_timer) < 0)
+		node_schedule_evaluate(n);
+}
+
+void node_start_run(struct node *n)
+{
+	int r;
+
+	n->splay_done = false;
+	set_str(&n->run_version, n->model.desired);
+	set_str(&n->run_previous, n->local);
+	set_str(&n->pending_detail, NULL);
+	if (n->hiera_error)
+		node_write_hiera(n);
+	if (n->hiera_error) {
+		/* The config run would read a stale catalog: fail it, visibly. */
+		node_record_config_failure(n, -1, n->hiera_error);
+		node_run_failed(n, "hiera file");
+		return;
+	}
+	r = fleet_set_status(&n->fleet, n->host, STATUS_PUPPET, STATE_RUNNING, n->run_version, 0,
+			     NULL);
+	if (r < 0) {
+		/* Without puppet/running the fleet could not see the run: retry. */
+		log_warnx("cannot set puppet/running: %s", etcd_last_error(n->etcd));
+		node_run_failed(n, "status update");
+		return;
+	}
+	node_run_hook(n, n->opt.config->hook_upgrade && *n->opt.config->hook_upgrade
+				 ? NODE_RUN_UPGRADE : NODE_RUN_CONFIG);
+}
