@@ -88,7 +88,8 @@ UNIT_TESTS = \
 	tests/unit/test_hiera \
 	tests/unit/test_etcd_json \
 	tests/unit/test_config \
-	tests/unit/test_render
+	tests/unit/test_render \
+	tests/unit/test_hook
 
 # The binaries go to bin/: orchestrate/ is the source folder, and a file cannot
 # share its name at the top of the tree.
@@ -124,6 +125,10 @@ $(BUILD_FLAGS): FORCE
 tests/unit/%: tests/unit/%.c tests/unit/tap.h liborchestrate.a
 	$(QUIET_LINK)$(CC) $(ALL_CFLAGS) -Itests/unit -o $@ $< liborchestrate.a $(ALL_LDFLAGS) $(PKG_LIBS)
 
+# The hook runner is daemon code, not in the library: its driver links it.
+tests/unit/test_hook: tests/unit/test_hook.c tests/unit/tap.h orchestrate/hook.o liborchestrate.a
+	$(QUIET_LINK)$(CC) $(ALL_CFLAGS) -Itests/unit -o $@ $< orchestrate/hook.o liborchestrate.a $(ALL_LDFLAGS) $(PKG_LIBS)
+
 # The test runner is prove (TAP): unit drivers first, then the numbered shell
 # scripts, each of which starts its own etcd on free loopback ports.
 check: all $(UNIT_TESTS)
@@ -134,6 +139,14 @@ check-unit: $(UNIT_TESTS)
 
 bench: all
 	bench/bench.sh
+
+# What starting a hook costs the daemon: fork+execve against posix_spawn from a
+# parent with 64 MiB resident (bench/spawn_cost.c; SPAWN_ARGS="-m 256 -w 8").
+bench/out.spawn_cost: bench/spawn_cost.c Makefile $(BUILD_FLAGS)
+	$(QUIET_LINK)$(CC) $(ALL_CFLAGS) -o $@ $< $(ALL_LDFLAGS)
+
+bench-spawn: bench/out.spawn_cost
+	bench/out.spawn_cost $(SPAWN_ARGS)
 
 # A private etcd on loopback and three daemons converging on two versions.
 demo: all
@@ -196,8 +209,8 @@ install: all
 
 clean:
 	rm -f $(PROGRAMS) liborchestrate.a orchestrate/*.o $(UNIT_TESTS) $(BUILD_FLAGS)
-	rm -rf tests/trash.* $(FUZZ_BUILD)
+	rm -rf tests/trash.* $(FUZZ_BUILD) bench/out.spawn_cost
 
-.PHONY: all check check-unit bench demo lint-man fuzz fuzz-build install clean FORCE
+.PHONY: all check check-unit bench bench-spawn demo lint-man fuzz fuzz-build install clean FORCE
 FORCE:
 .DELETE_ON_ERROR:

@@ -37,10 +37,12 @@ struct hook_result {
 typedef void (*hook_done_fn)(struct hook *h, const struct hook_result *r, void *userdata);
 
 /*
- * Starts path as hook name with env (NULL-terminated "K=V" strings, copied before
- * the fork).  timeout_sec <= 0 means none.  version is only for the journal's
- * ORCHESTRATE_VERSION= field (may be NULL).  Returns 0 and *ret, or a negative
- * code (-ENOENT/-EACCES when path is not an executable).
+ * Starts path as hook name with env (NULL-terminated "K=V" strings, only read
+ * during the call).  timeout_sec <= 0 means none.  version is only for the
+ * journal's ORCHESTRATE_VERSION= field (may be NULL).  Returns 0 and *ret, or a
+ * negative code: execve's failure comes back here, synchronously (-ENOENT or
+ * -EACCES when path is not an executable, -ENOEXEC for an unknown format), and
+ * done() is then never called.  done() is only ever called from the loop.
  */
 int hook_spawn(sd_event *event, const char *name, const char *path, char *const *env,
 	       long timeout_sec, const char *version, hook_done_fn done, void *userdata,
@@ -60,5 +62,40 @@ pid_t hook_pid(const struct hook *h);
 
 /* "exited with status 1", "killed by signal 9", "timed out after 30 s". */
 char *hook_result_describe(const struct hook_result *r);
+
+/*
+ * Fleet simulation (bench/fleet-sim only, never the daemon): from the call on,
+ * hook_spawn() starts no process and checks no path.  Each hook "runs" for a
+ * random time, uniform in [min_sec, max_sec], on a timer of the loop it was
+ * spawned on, then ends with an exit code; done() sees that code and the output
+ * "simulated".  The node code needs no special case: timeouts, hook_kill() and
+ * hook_free() behave as for a process —
+ *
+ *   - a timeout, or hook_kill() with a signal whose default action terminates,
+ *     ends the hook at once, from the loop: done() sees exit_code -1, signal sig
+ *     (timed_out set when the timeout sent it), as for a hook that obeyed;
+ *   - hook_free() of a running hook ends it without calling done();
+ *   - hook_pid() is 0.
+ *
+ * The exit code is exit_code, or, when exit_code_for is not NULL, what it
+ * returns for that run: it is called inside hook_spawn() on the spawning thread
+ * with the hook's name ("upgrade", "config", "validate", "services"), the env
+ * given to hook_spawn() (ORCHESTRATE_HOST=, ORCHESTRATE_VERSION=, ...) and
+ * userdata, so it can fail one host's config run or draw a failure at random; it
+ * must be safe to call from every thread that runs a loop.  It is called once
+ * per hook_spawn().  0..255 is an exit code (more is taken modulo 256, as by
+ * exit()); HOOK_SIM_HANG (any negative value) makes the run last until its
+ * timeout or a kill.
+ *
+ * Call it once, before the threads that run loops start (thread creation
+ * publishes it); it is read-only afterwards, and each thread draws its
+ * durations from its own random state.  Hooks already running are unaffected.
+ * Returns 0, or -EINVAL unless 0 <= min_sec <= max_sec (finite) and 0 <=
+ * exit_code <= 255.
+ */
+#define HOOK_SIM_HANG (-1)
+typedef int (*hook_sim_exit_fn)(const char *name, char *const *env, void *userdata);
+int hook_simulate(double min_sec, double max_sec, int exit_code, hook_sim_exit_fn exit_code_for,
+		  void *userdata);
 
 #endif

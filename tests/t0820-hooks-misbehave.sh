@@ -2,11 +2,12 @@
 #
 # Hooks that misbehave: killed by a signal, printing megabytes, leaving a child
 # behind (in their process group, or escaped with setsid), ignoring SIGTERM past
-# their timeout.  Each time the daemon stays responsive, records an honest state
-# with the reason, and leaves no process of the hook's group behind.  (A plain
-# hung hook past its timeout is in t0530.)
+# their timeout, not executable at all.  Each time the daemon stays responsive,
+# records an honest state with the reason, and leaves no process of the hook's
+# group behind.  Also what every hook starts with, whatever signals the daemon
+# blocks or ignores.  (A plain hung hook past its timeout is in t0530.)
 
-test_description='orchestrated: hooks killed by signals, flooding output, leaving children, ignoring SIGTERM'
+test_description='orchestrated: hooks killed by signals, flooding output, leaving children, ignoring SIGTERM, not executable'
 . "$(dirname "$0")/test-lib.sh"
 . "$TEST_DIRECTORY/lib-daemon.sh"
 
@@ -174,6 +175,40 @@ test_expect_success 'a hook ignoring SIGTERM past its timeout is killed; failed 
 	grep -q "ignored SIGTERM, killing it" k5/log &&
 	! group_alive $pgid &&
 	stop_node k5 && test "$(node_exit k5)" = 0
+'
+
+test_expect_success 'a config hook that is not executable: puppet failed with the reason, then converges once fixed' '
+	node_setup k6 &&
+	chmod -x k6/hooks/config &&
+	start_node k6 &&
+	wait_for "status_is k6 puppet failed" 15 &&
+	detail_of k6 puppet failed &&
+	cat detail.k6 &&
+	grep -q "cannot run config hook .*k6/hooks/config.*: Permission denied" detail.k6 &&
+	test ! -f k6/config.count &&
+	kill -0 $(node_pid k6) &&
+	chmod +x k6/hooks/config &&
+	wait_for "node_at k6 v1" 20 &&
+	stop_node k6 && test "$(node_exit k6)" = 0
+'
+
+test_expect_success 'a hook starts with no signal blocked or ignored, though the daemon blocks SIGTERM and ignores SIGPIPE' '
+	node_setup k7 &&
+	config_hook k7 <<-\EOF &&
+	echo "$$ $(ps -o pgid= -p $$)" >"$d/pgid"
+	# read by the process itself: dash blocks every signal while it vforks
+	exec grep -E "^Sig(Blk|Ign):" /proc/self/status >"$d/signals"
+	EOF
+	start_node k7 &&
+	wait_for "node_at k7 v1" 15 &&
+	cat k7/signals &&
+	blocked=$(awk "/^SigBlk:/ { print \$2 }" k7/signals) &&
+	ignored=$(awk "/^SigIgn:/ { print \$2 }" k7/signals) &&
+	test "$(( 0x$blocked ))" = 0 &&
+	# but 32 and 33: the internal signals of glibc, which its posix_spawn leaves ignored
+	test "$(( 0x$ignored & ~0x180000000 ))" = 0 &&
+	read pid pgid <k7/pgid && test "$pid" = "$pgid" &&
+	stop_node k7 && test "$(node_exit k7)" = 0
 '
 
 stop_all_nodes
