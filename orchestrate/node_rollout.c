@@ -26,17 +26,74 @@
 #include "node_internal.h"
 #include "schema.h"
 
+/*
+ * The catalog the dependencies are checked against: the model's, when its
+ * catalog watches have delivered everything up to the revision the node acts
+ * on; else the dependencies' entries read at exactly that revision.  A txn
+ * that withdraws the only mysql host and sets the desired version reaches the
+ * stream as two frames of one revision (one per watch), and etcd marks no end
+ * of a revision: without this a node could start a run between the two.  Only
+ * nodes with dependencies, and only then, pay this one small read.
+ */
+static int node_dependency_catalog(struct node *n, struct catalog *tmp, const struct catalog **ret)
+{
+	const struct config *cfg = n->opt.config;
+	_cleanup_(freep) struct etcd_watch_range *ranges = NULL;
+	_cleanup_(freep) char *dir = NULL;
+	size_t count;
+	int64_t low = INT64_MAX;
+	int r;
+
+	*ret = &n->model.catalog;
+	if (!n->stream || (r = fleet_model_ranges(&n->model, &ranges, &count)) < 0)
+		return 0;
+	/* ranges 0-2 are version, pause and rollout; the rest the catalog */
+	for (size_t i = 3; i < count; i++) {
+		int64_t rev = etcd_watch_range_revision(n->stream, i);
+		if (rev < low)
+			low = rev;
+	}
+	if (low >= n->model.revision)
+		return 0;
+	if (!(dir = key_services_dir(n->fleet.prefix)))
+		return -ENOMEM;
+	for (size_t i = 0; i < cfg->n_depends; i++) {
+		_cleanup_(freep) char *sdir = key_service_dir(n->fleet.prefix, cfg->depends[i].service);
+		_cleanup_(etcd_kv_list_releasep) struct etcd_kv_list kvs = ETCD_KV_LIST_INIT;
+		if (!sdir)
+			return -ENOMEM;
+		if ((r = etcd_get_prefix(n->etcd, sdir, 0, n->model.revision, &kvs)) < 0 ||
+		    (r = catalog_from_kvs(&kvs, dir, tmp)) < 0)
+			return r;
+	}
+	catalog_sort(tmp);
+	*ret = tmp;
+	return 0;
+}
+
 /* NULL when every dependency is met, else what is missing (caller frees), and
- * *ret_short the short form for STATUS=.  Out of memory is not "met". */
+ * *ret_short the short form for STATUS=.  Out of memory or a failed read is
+ * not "met". */
 char *node_missing_dependencies(struct node *n, char **ret_short)
 {
 	const struct config *cfg = n->opt.config;
 	_cleanup_(buf_releasep) struct buf b = BUF_INIT, s = BUF_INIT;
+	_cleanup_(catalog_releasep) struct catalog tmp = CATALOG_INIT;
+	const struct catalog *cat;
 	int r = 0;
 
+	if (cfg->n_depends == 0)
+		return NULL;
+	r = node_dependency_catalog(n, &tmp, &cat);
+	if (r < 0) {
+		_cleanup_(buf_releasep) struct buf why = BUF_INIT;
+		(void)buf_printf(&why, "cannot check dependencies: %s", etcd_last_error(n->etcd));
+		*ret_short = strdup("dependencies (etcd unreachable)");
+		return buf_detach(&why);
+	}
 	for (size_t i = 0; i < cfg->n_depends && r >= 0; i++) {
 		const struct config_depend *d = &cfg->depends[i];
-		size_t have = catalog_count_hosts(&n->model.catalog, d->service, d->healthy);
+		size_t have = catalog_count_hosts(cat, d->service, d->healthy);
 		if ((long)have >= d->count)
 			continue;
 		if ((r = buf_printf(&b, "%swaiting for %ld %s%s, have %zu", b.len ? "; " : "",
