@@ -419,8 +419,12 @@ static void node_validate_done(struct node *n, const struct hook_result *res)
 		return;
 	}
 	/* The run succeeded whatever etcd says now; a failed write is owed and
-	 * retried from idle, or the fleet would never see this host at VERSION. */
-	r = node_record_end(n, version, true, 0, NULL);
+	 * retried from idle, or the fleet would never see this host at VERSION.
+	 * What a passing validate hook printed (the shipped one warns when no
+	 * check ran) goes into the detail too. */
+	if (res->output && *res->output)
+		detail = node_detail(res);
+	r = node_record_end(n, version, true, 0, detail);
 	n->success_owed = r < 0;
 	if (r < 0) {
 		log_fields(LOG_WARNING, version, NULL, "cannot record the run at '%s': %s, will retry",
