@@ -15,8 +15,13 @@ bindir ?= $(prefix)/bin
 sbindir ?= $(prefix)/sbin
 mandir ?= $(prefix)/share/man
 libexecdir ?= $(prefix)/lib/orchestrate
+datadir ?= $(prefix)/share
 sysconfdir ?= /etc
+localstatedir ?= /var
 unitdir ?= $(prefix)/lib/systemd/system
+# Debian's Puppet looks in /usr/share/puppet/modules: with PREFIX=/usr the
+# module needs no link.
+puppetmoduledir ?= $(datadir)/puppet/modules/orchestrate
 
 PKG_CONFIG ?= pkg-config
 CC ?= cc
@@ -36,7 +41,7 @@ endif
 
 CFLAGS ?= -O2 -g
 ALL_CFLAGS = -std=gnu11 $(WARNINGS) -Iinclude $(PKG_CFLAGS) \
-	-DLIBEXECDIR='"$(libexecdir)"' $(CFLAGS)
+	-DLIBEXECDIR='"$(libexecdir)"' $(CPPFLAGS) $(CFLAGS)
 ALL_LDFLAGS = $(LDFLAGS)
 ifneq ($(SANITIZE),)
 ALL_CFLAGS += -fsanitize=$(SANITIZE) -fno-sanitize-recover=all -fno-omit-frame-pointer
@@ -192,20 +197,40 @@ fuzz: fuzz-build
 		grep -E "^(#[0-9]+.*DONE|stat::number_of_executed_units)" $(FUZZ_BUILD)/$$f.log | tail -n 1; \
 	done
 
+# The hooks, the default config file and the unit name the paths of this
+# prefix (@libexecdir@, @SBINDIR@).  The config file is installed only when
+# there is none: make install never overwrites an operator's file (a package
+# manager has its own conffile handling).
+PUPPET_MODULE_FILES = $(patsubst contrib/puppet/%,%,$(wildcard contrib/puppet/*.md \
+	contrib/puppet/*.json contrib/puppet/*/*.pp contrib/puppet/*/*.epp \
+	contrib/puppet/lib/facter/*.rb))
+
 install: all
 	install -d $(DESTDIR)$(bindir) $(DESTDIR)$(sbindir) $(DESTDIR)$(libexecdir)/hooks \
+		$(DESTDIR)$(libexecdir)/validation.d \
 		$(DESTDIR)$(mandir)/man1 $(DESTDIR)$(mandir)/man5 $(DESTDIR)$(mandir)/man8 \
-		$(DESTDIR)$(unitdir)
+		$(DESTDIR)$(unitdir) $(DESTDIR)$(sysconfdir)/orchestrate \
+		$(DESTDIR)$(localstatedir)/lib/orchestrate
 	install -m 0755 bin/orchestrate $(DESTDIR)$(bindir)/orchestrate
 	install -m 0755 bin/orchestrated $(DESTDIR)$(sbindir)/orchestrated
-	install -m 0755 hooks/config hooks/validate hooks/services hooks/upgrade.example \
+	install -m 0755 hooks/config hooks/services hooks/upgrade.example \
 		$(DESTDIR)$(libexecdir)/hooks/
+	sed 's|@libexecdir@|$(libexecdir)|g' hooks/validate >$(DESTDIR)$(libexecdir)/hooks/validate
+	chmod 0755 $(DESTDIR)$(libexecdir)/hooks/validate
 	install -m 0644 man/orchestrate.1 $(DESTDIR)$(mandir)/man1/
 	install -m 0644 man/orchestrate.conf.5 $(DESTDIR)$(mandir)/man5/
 	install -m 0644 man/orchestrated.8 $(DESTDIR)$(mandir)/man8/
 	sed 's|@SBINDIR@|$(sbindir)|g' contrib/systemd/orchestrated.service.in \
 		> $(DESTDIR)$(unitdir)/orchestrated.service
 	chmod 0644 $(DESTDIR)$(unitdir)/orchestrated.service
+	test -e $(DESTDIR)$(sysconfdir)/orchestrate/orchestrate.yaml || { \
+		sed 's|@libexecdir@|$(libexecdir)|g' contrib/orchestrate.yaml \
+			>$(DESTDIR)$(sysconfdir)/orchestrate/orchestrate.yaml && \
+		chmod 0644 $(DESTDIR)$(sysconfdir)/orchestrate/orchestrate.yaml; }
+	for f in $(PUPPET_MODULE_FILES); do \
+		install -D -m 0644 contrib/puppet/$$f $(DESTDIR)$(puppetmoduledir)/$$f || exit 1; \
+	done
+	install -m 0644 LICENSE $(DESTDIR)$(puppetmoduledir)/LICENSE
 
 clean:
 	rm -f $(PROGRAMS) liborchestrate.a orchestrate/*.o $(UNIT_TESTS) $(BUILD_FLAGS)

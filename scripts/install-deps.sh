@@ -3,9 +3,11 @@
 # Debian 12 (bookworm) or later.  Run as root (or through sudo).  Idempotent.
 set -eu
 
+# debhelper and lintian: scripts/package-test.sh builds and checks the Debian
+# package (debian/; `apt-get build-dep .` installs just its build dependencies).
 packages="build-essential pkg-config libcurl4-openssl-dev libcjson-dev libyaml-dev
 libsystemd-dev etcd-server etcd-client curl mandoc python3 iproute2 valgrind puppet
-clang libclang-rt-14-dev openssl procps time jq"
+clang libclang-rt-14-dev openssl procps time jq debhelper lintian"
 
 missing=
 for p in $packages; do

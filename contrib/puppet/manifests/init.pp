@@ -52,8 +52,13 @@
 # @param package_name The package.
 # @param package_ensure Its ensure.
 # @param service_name The systemd unit.
-# @param orchestrate_path The orchestrate command.
-# @param orchestrated_path The orchestrated command.
+# @param orchestrate_path
+#   The orchestrate command; undef: where the fact orchestrate_paths found it
+#   (/usr/local/bin before /usr/bin), else /usr/bin/orchestrate, where the
+#   package (manage_package) puts it.
+# @param orchestrated_path
+#   The orchestrated command; undef: likewise, in /usr/local/sbin or
+#   /usr/sbin, else /usr/sbin/orchestrated.
 # @param cron_file The cron.d file of mode cron.
 # @param cron_minute The minute field of that cron entry.
 class orchestrate (
@@ -89,11 +94,20 @@ class orchestrate (
   String[1] $package_name = 'orchestrate',
   String[1] $package_ensure = 'installed',
   String[1] $service_name = 'orchestrated',
-  String[1] $orchestrate_path = '/usr/local/bin/orchestrate',
-  String[1] $orchestrated_path = '/usr/local/sbin/orchestrated',
+  Optional[String[1]] $orchestrate_path = undef,
+  Optional[String[1]] $orchestrated_path = undef,
   String[1] $cron_file = '/etc/cron.d/orchestrate',
   String[1] $cron_minute = '*/5',
 ) {
+  # The fact is read before the run: on the run that installs the package it
+  # has nothing yet, and the package's paths are the right guess.
+  $orchestrate_cmd = $orchestrate_path.lest || {
+    $facts.dig('orchestrate_paths', 'orchestrate').lest || { '/usr/bin/orchestrate' }
+  }
+  $orchestrated_cmd = $orchestrated_path.lest || {
+    $facts.dig('orchestrate_paths', 'orchestrated').lest || { '/usr/sbin/orchestrated' }
+  }
+
   $content = epp('orchestrate/orchestrate.yaml.epp', {
     'etcd'   => {
       'endpoints'     => $endpoints.empty ? { true => undef, default => $endpoints },
@@ -140,7 +154,7 @@ class orchestrate (
     # It may hold the etcd user name and paths of secrets, not the secrets.
     mode         => '0644',
     validate_cmd => $validate_config ? {
-      true    => "${orchestrated_path} --check-config --config %",
+      true    => "${orchestrated_cmd} --check-config --config %",
       default => undef,
     },
   }
@@ -176,7 +190,7 @@ class orchestrate (
         mode    => '0644',
         content => @("CRON"),
           # Managed by Puppet (class orchestrate, mode cron).
-          ${cron_minute} * * * * root ${orchestrate_path} --config ${config_file} pending_update >/dev/null && ${orchestrated_path} --once --config ${config_file}
+          ${cron_minute} * * * * root ${orchestrate_cmd} --config ${config_file} pending_update >/dev/null && ${orchestrated_cmd} --once --config ${config_file}
           | CRON
         require => File[$config_file],
       }

@@ -3,7 +3,7 @@
 #
 # One file per service in a directory, named after the service: the daemon and
 # `orchestrate publish_service` publish every file name of node.profile_dir
-# (beside node.services and the profile list file of SPEC §4).  A file per
+# (beside node.services and the profile list file of orchestrate.conf(5)).  A file per
 # profile needs no concat: each declaration owns its own resource, and a
 # profile removed from the catalog disappears from the directory when the
 # class `orchestrate` purges it (purge_profiles, the default), so the daemon
@@ -16,7 +16,7 @@
 #   orchestrate::profile { 'glance': }
 #
 # @param service
-#   The service offered (a name of SPEC §2); defaults to the title.
+#   The service offered (a name as in orchestrate(1)); defaults to the title.
 # @param ensure
 #   absent removes the declaration.
 # @param dir

@@ -24,7 +24,7 @@
 #   -> service { 'myapp': ensure => running }
 #
 # @param service
-#   The service to wait for (a name of SPEC §2); defaults to the title.
+#   The service to wait for (a name as in orchestrate(1)); defaults to the title.
 # @param count
 #   How many hosts must publish it.
 # @param healthy
@@ -54,7 +54,11 @@
 # @param password_file
 #   File holding that user's password; undef: from the config file.
 # @param binary
-#   The orchestrate command.
+#   The orchestrate command: a name looked up in path, or an absolute path.
+# @param path
+#   Where exec looks for binary: /usr/local/bin (make install) before /usr/bin
+#   (the Debian package), so the blocker works with either install, also in the
+#   run that installs the package.
 define orchestrate::service_blocker (
   String[1] $service = $title,
   Integer[1] $count = 1,
@@ -70,7 +74,8 @@ define orchestrate::service_blocker (
   Optional[String[1]] $key = undef,
   Optional[String[1]] $user = undef,
   Optional[String[1]] $password_file = undef,
-  String[1] $binary = '/usr/local/bin/orchestrate',
+  String[1] $binary = 'orchestrate',
+  Array[String[1]] $path = ['/usr/local/bin', '/usr/bin', '/bin'],
 ) {
   unless $service =~ /\A[A-Za-z0-9._:@+-]{1,253}\z/ and !($service in ['.', '..']) {
     fail("orchestrate::service_blocker[${title}]: invalid service name '${service}'")
@@ -98,6 +103,7 @@ define orchestrate::service_blocker (
     timeout   => $timeout + 30,
     tries     => $tries,
     try_sleep => $try_sleep,
+    path      => $path,
     logoutput => 'on_failure',
   }
 }
