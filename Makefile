@@ -239,3 +239,30 @@ clean:
 .PHONY: all check check-unit bench bench-spawn demo lint-man fuzz fuzz-build install clean FORCE
 FORCE:
 .DELETE_ON_ERROR:
+
+# bench/fleet-sim: N real nodes (node.c) in one process, for bench/fleet.sh.  It
+# links every daemon object but orchestrated.o (the daemon's main), so node
+# files added to DAEMON_OBJS come along.  FLEET_SIM_CFLAGS=-DHAVE_HOOK_SIMULATE
+# builds it with hook_simulate() (hooks end on timers, no process runs); the
+# stamp file rebuilds it when that changes.
+FLEET_SIM_OBJS = $(filter-out orchestrate/orchestrated.o,$(DAEMON_OBJS))
+FLEET_SIM_CFLAGS ?=
+FLEET_SIM_FLAGS = bench/.fleet-sim-flags
+$(FLEET_SIM_FLAGS): FORCE
+	@echo '$(FLEET_SIM_CFLAGS)' | cmp -s - $@ || echo '$(FLEET_SIM_CFLAGS)' >$@
+
+bench/fleet-sim: bench/fleet-sim.c $(FLEET_SIM_OBJS) liborchestrate.a $(wildcard include/*.h) $(FLEET_SIM_FLAGS)
+	$(QUIET_LINK)$(CC) $(ALL_CFLAGS) $(FLEET_SIM_CFLAGS) -pthread -o $@ bench/fleet-sim.c \
+		$(FLEET_SIM_OBJS) liborchestrate.a $(ALL_LDFLAGS) $(PKG_LIBS)
+
+# The fleet benchmarks (bench/README.md): SIZES="1000 3000 10000" by default.
+bench-fleet: all bench/fleet-sim
+	bench/fleet.sh
+
+bench-daemons: all
+	bench/daemons.sh
+
+clean-bench:
+	rm -f bench/fleet-sim $(FLEET_SIM_FLAGS)
+
+.PHONY: bench-fleet bench-daemons clean-bench

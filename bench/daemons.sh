@@ -1,15 +1,22 @@
 #!/bin/bash
-# daemons.sh — what a fleet of idle daemons costs, and how fast a trigger reaches
-# them.  Prints numbers; asserts nothing (the machine is shared and noisy).
+# daemons.sh — what a fleet of real daemons costs etcd and itself, and how fast
+# a trigger reaches them.  Prints numbers; asserts nothing (the machine is
+# shared and noisy).
 #
-#   bench/daemons.sh            100 daemons on one etcd (DAEMONS=N to change)
+#   bench/daemons.sh                   100 daemons on one etcd (DAEMONS=N to change)
+#   SERVICES=1 bench/daemons.sh        every daemon offers the service `web`
 #
 # Measures:
 #   - idle memory of one daemon: VmRSS, and its anonymous (private) part;
 #   - etcd requests per idle daemon per minute, by method, from etcd's own
-#     grpc_server_started_total counters over IDLE_SECONDS (default 60);
-#   - trigger → config hook start latency over every daemon: p50, p99, max
-#     (no rollout policy, splay 0), for TRIGGERS triggers (default 3).
+#     grpc_server_started_total counters over IDLE_SECONDS (default 60), and
+#     etcd's CPU per idle daemon per minute;
+#   - for TRIGGERS triggers (default 3; no rollout policy, splay 0): trigger ->
+#     config hook start over every daemon (p50, p99, max), trigger -> at the
+#     version (the max is the time until all N are there), and etcd requests
+#     and CPU per daemon per trigger (bench/lib-etcd-metrics.sh, bench_trigger);
+#   - after them: watch streams and watchers per daemon (etcd's gauges) and
+#     etcd's RSS growth per daemon.
 # Everything runs on 127.0.0.1 in a temporary directory and stops by itself.
 set -euo pipefail
 
@@ -17,13 +24,27 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 daemons=${DAEMONS:-100}
 idle_seconds=${IDLE_SECONDS:-60}
 triggers=${TRIGGERS:-3}
+services=${SERVICES:-0}
+export SETTLE=${SETTLE:-3} SETTLE_TIMEOUT=${SETTLE_TIMEOUT:-120}
+export TRIGGER_TIMEOUT=${TRIGGER_TIMEOUT:-120}
 export PATH="$top/bin:$PATH"
 [ -x "$top/bin/orchestrated" ] || { echo "daemons.sh: build first (make)" >&2; exit 1; }
+for t in etcd etcdctl curl perl; do
+	command -v "$t" >/dev/null || { echo "daemons.sh: needs $t" >&2; exit 1; }
+done
 
 . "$top/scripts/local-etcd.sh"
+. "$top/bench/lib-etcd-metrics.sh"
 local_scratch bench-daemons
 local_etcd_start "$work" bench --quota-backend-bytes 4294967296
 pids+=("$LOCAL_ETCD_PID")
+ETCD_PIDS=("$LOCAL_ETCD_PID")
+rss0=$(etcd_rss_kib "${ETCD_PIDS[@]}")
+c0=$(etcd_cpu_ms "${ETCD_PIDS[@]}")
+s0=$(now_ms)
+sleep 3
+base_rate=$(awk -v c="$(($(etcd_cpu_ms "${ETCD_PIDS[@]}") - c0))" -v w="$(($(now_ms) - s0))" \
+	'BEGIN { printf "%.3f", c / (w / 1000) }')
 
 # The config hook's first act is to note the time; that is the "start".
 mkdir -p "$work/starts"
@@ -33,62 +54,76 @@ echo "\$(date +%s%N) \$ORCHESTRATE_HOST" >>"$work/starts/\$ORCHESTRATE_VERSION"
 EOF
 chmod +x "$work/config"
 
-echo "starting $daemons daemons on one etcd..."
+svc=
+[ "$services" = 1 ] && svc=", services: [web]"
+echo "starting $daemons daemons on one etcd${svc:+ (each offers web)}..."
+daemon_pids=()
 for i in $(seq -w 1 "$daemons"); do
 	d=$work/n$i
 	mkdir -p "$d"
 	cat >"$d/o.yaml" <<EOF
-node: {hostname: n$i, addresses: {eth0: 192.0.2.1}, profile_list: $d/pl.txt}
+node: {hostname: n$i, addresses: {eth0: 192.0.2.1}, profile_list: $d/pl.txt$svc}
 paths: {local_version: $d/cv, hiera_services: $d/s.yaml, state_dir: $d/st}
 hooks: {config: $work/config, validate: /bin/true, services: /bin/true}
 timing: {lease_ttl: 30, splay: 0, quiet: 0.5, quiet_max: 2}
 EOF
 	orchestrated --config "$d/o.yaml" >"$d/log" 2>&1 &
 	pids+=($!)
+	daemon_pids+=($!)
 done
 for _ in $(seq 300); do
-	[ "$(ETCDCTL_API=3 etcdctl --endpoints "$ORCHESTRATE_ETCD" get --prefix /alive/ --keys-only | grep -c .)" -ge "$daemons" ] && break
+	[ "$(etcdctl_ get --prefix /alive/ --keys-only | grep -c .)" -ge "$daemons" ] && break
 	sleep 0.2
 done
 sleep 2
 
 median_of() { sort -n | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}'; }
-rss=$(for p in "${pids[@]:1}"; do awk '/^VmRSS/{print $2}' "/proc/$p/status"; done | median_of)
-anon=$(for p in "${pids[@]:1}"; do awk '/^RssAnon/{print $2}' "/proc/$p/status"; done | median_of)
-pss=$(for p in "${pids[@]:1}"; do awk '/^Pss:/{print $2}' "/proc/$p/smaps_rollup"; done | median_of)
+rss=$(for p in "${daemon_pids[@]}"; do awk '/^VmRSS/{print $2}' "/proc/$p/status"; done | median_of)
+anon=$(for p in "${daemon_pids[@]}"; do awk '/^RssAnon/{print $2}' "/proc/$p/status"; done | median_of)
+pss=$(for p in "${daemon_pids[@]}"; do awk '/^Pss:/{print $2}' "/proc/$p/smaps_rollup"; done | median_of)
 echo
 echo "idle memory of one daemon (median of $daemons): VmRSS ${rss} KiB, of which anonymous ${anon} KiB;"
 echo "  PSS ${pss} KiB (shared library pages, mostly OpenSSL and libcurl, divided among the daemons)"
 
-counters() {
-	curl -s "$ORCHESTRATE_ETCD/metrics" | awk '/^grpc_server_started_total/ {
-		match($0, /grpc_method="[^"]*"/); m = substr($0, RSTART + 13, RLENGTH - 14); c[m] += $NF }
-		END { for (m in c) print m, c[m] }' | sort
-}
-counters >"$work/m1"
+etcd_requests "$work/m1"
+c0=$(etcd_cpu_ms "${ETCD_PIDS[@]}")
+s0=$(now_ms)
 echo "counting etcd requests for ${idle_seconds} s of idleness..."
 sleep "$idle_seconds"
-counters >"$work/m2"
+etcd_requests "$work/m2"
+c1=$(etcd_cpu_ms "${ETCD_PIDS[@]}")
+s1=$(now_ms)
 echo "etcd requests per idle daemon per minute, by method:"
-join -a 2 -e 0 -o 0,1.2,2.2 "$work/m1" "$work/m2" | awk -v d="$daemons" -v s="$idle_seconds" \
-	'$3 - $2 > 0 { printf "  %-20s %.2f\n", $1, ($3 - $2) / d * 60 / s }'
+etcd_requests_diff "$work/m1" "$work/m2" "$daemons" "$(awk -v w="$((s1 - s0))" 'BEGIN { print w / 60000 }')" |
+	awk '{ printf "  %-20s %.2f\n", $1, $2 }'
+export BT_IDLE_CPU_RATE
+BT_IDLE_CPU_RATE=$(awk -v c="$((c1 - c0))" -v w="$((s1 - s0))" 'BEGIN { printf "%.3f", c / (w / 1000) }')
+awk -v r="$BT_IDLE_CPU_RATE" -v b="$base_rate" -v n="$daemons" 'BEGIN { c = r - b; if (c < 0) c = 0
+	printf "etcd CPU per idle daemon per minute: %.2f ms (etcd alone: %.1f ms/s)\n", c * 60 / n, b }'
+echo "watch streams per daemon: $(etcd_gauge etcd_debugging_mvcc_watch_stream_total | awk -v n="$daemons" \
+	'{ printf "%.2f", $1 / n }'), watchers per daemon: $(etcd_gauge etcd_debugging_mvcc_watcher_total |
+	awk -v n="$daemons" '{ printf "%.2f", $1 / n }')"
 
 echo
-echo "trigger -> config hook start, $daemons daemons, no policy, splay 0:"
-printf '  %-8s %8s %8s %8s %8s\n' version started p50_ms p99_ms max_ms
+echo "trigger -> config hook start, and -> at the version, $daemons daemons, no policy, splay 0 (ms):"
+printf '  %-8s %8s %8s %8s %8s %8s %10s\n' version started p50 p99 max at all_at_ms
 for t in $(seq 1 "$triggers"); do
 	v=bench$t
-	t0=$(date +%s%N)
-	orchestrate trigger_update "$v" >/dev/null
-	for _ in $(seq 600); do
-		[ -f "$work/starts/$v" ] && [ "$(wc -l <"$work/starts/$v")" -ge "$daemons" ] && break
-		sleep 0.1
-	done
+	bench_trigger "$v" "$daemons" "$work/t$t"
 	started=$(wc -l <"$work/starts/$v" 2>/dev/null || echo 0)
-	awk -v t0="$t0" '{ print ($1 - t0) / 1e6 }' "$work/starts/$v" | sort -n | awk -v v="$v" -v n="$started" '
-		{ a[NR] = $1 }
-		END { p50 = a[int(NR * 0.50 + 0.5)]; p99 = a[int(NR * 0.99 + 0.5)]; if (!p50) p50 = a[1]; if (!p99) p99 = a[NR];
-		      printf "  %-8s %8d %8.1f %8.1f %8.1f\n", v, n, p50, p99, a[NR] }'
-	# let every node finish its validation before the next trigger
-	orchestrate verify_hosts --wait 120 "$v" < <(seq -f "n%0${#daemons}g" 1 "$daemons") >/dev/null || true
+	read -r atn _ _ atmax <<<"$BT_AT"
+	awk -v t0="$BT_T0" '{ print $1 / 1e6 - t0 }' "$work/starts/$v" 2>/dev/null | ms_stats |
+		awk -v v="$v" -v n="$started" -v atn="$atn" -v atmax="$atmax" \
+		'{ printf "  %-8s %8d %8s %8s %8s %8s %10s\n", v, n, $2, $3, $4, atn, atmax }'
+	echo "$t $BT_REQ $BT_CPU $BT_METHODS" >>"$work/per-trigger"
 done
+echo
+echo "etcd per daemon per trigger: requests (all but keepalives), CPU ms, and by method:"
+awk '{ printf "  trigger %d: %6.2f requests %7.2f ms   ", $1, $2, $3; for (i = 4; i <= NF; i += 2)
+	printf " %s %s", $i, $(i + 1); printf "\n" }' "$work/per-trigger"
+sleep 1	# the benchmark's own watch streams close
+rss1=$(etcd_rss_kib "${ETCD_PIDS[@]}")
+echo "after the triggers: watch streams per daemon $(etcd_gauge etcd_debugging_mvcc_watch_stream_total |
+	awk -v n="$daemons" '{ printf "%.2f", $1 / n }'), watchers per daemon $(
+	etcd_gauge etcd_debugging_mvcc_watcher_total | awk -v n="$daemons" '{ printf "%.2f", $1 / n }');"
+echo "  etcd RSS $((rss0 / 1024)) -> $((rss1 / 1024)) MiB, $(((rss1 - rss0) / daemons)) KiB per daemon"

@@ -1,0 +1,295 @@
+#!/bin/bash
+# fleet.sh — what one node costs etcd as the fleet grows: N simulated nodes
+# (bench/fleet-sim: the daemon's own node code, many to a process) on a private
+# etcd, for each N in SIZES.  Prints numbers; asserts nothing.
+#
+#   bench/fleet.sh                      SIZES="1000 3000 10000"
+#   SIZES=100 bench/fleet.sh            a quick look
+#   CLUSTER=3 SIZES=1000 bench/fleet.sh on a 3-member etcd cluster
+#
+# For each N, on a fresh etcd: start the simulator, wait until every node has
+# registered and synced, then measure
+#   - idle: etcd requests per node per minute by method, over IDLE_SECONDS;
+#   - TRIGGERS version changes (`orchestrate trigger_update`): etcd requests per
+#     node by method, etcd CPU ms per node, trigger -> run start and trigger ->
+#     at the version (p50/p99/max over the nodes; the max is the time until all
+#     N are at the version);
+#   - after them: watch streams and watchers per node (etcd's gauges), etcd's
+#     RSS growth per node;
+#   - a catalog change (one host publishes a service): requests and CPU per
+#     node, and how long until the nodes' hiera files have it.
+# bench/README.md says what each number means.  Everything runs on 127.0.0.1 in
+# temporary directories, every wait is bounded, and all stops by itself.
+set -euo pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+sizes=${SIZES:-1000 3000 10000}
+threads=${THREADS:-8}
+triggers=${TRIGGERS:-3}
+idle_seconds=${IDLE_SECONDS:-30}
+cluster=${CLUSTER:-1}
+spread=${SPREAD:-0}
+services=${SERVICES-web}
+consumes=${CONSUMES:-}
+hook_seconds=${HOOK_SECONDS:-0}
+lease_ttl=${LEASE_TTL:-30}
+quiet=${QUIET:-}
+watch_idle=${WATCH_IDLE:-}
+hiera=${HIERA:-1}
+catalog_timeout=${CATALOG_TIMEOUT:-120}
+export SETTLE=${SETTLE:-3} SETTLE_TIMEOUT=${SETTLE_TIMEOUT:-120}
+export ORCHESTRATE_PREFIX=${PREFIX:-}
+sim=${FLEET_SIM:-$top/bench/fleet-sim}
+export PATH="$top/bin:$PATH"
+
+[ -x "$top/bin/orchestrate" ] && [ -x "$sim" ] ||
+	{ echo "fleet.sh: build first (make all bench/fleet-sim)" >&2; exit 1; }
+for t in etcd etcdctl curl perl; do
+	command -v "$t" >/dev/null || { echo "fleet.sh: needs $t" >&2; exit 1; }
+done
+
+. "$top/scripts/local-etcd.sh"
+. "$top/bench/lib-etcd-metrics.sh"
+local_scratch bench-fleet
+# The nodes' files (a local version, a state directory and a hiera file each)
+# go to memory: the disk is etcd's.
+shm=/dev/shm
+[ -w "$shm" ] || shm=$work
+simdirs=()
+simpid=
+fleet_cleanup() {
+	# The simulator first, at once (its leases die with etcd anyway).
+	[ -n "$simpid" ] && kill -9 "$simpid" 2>/dev/null
+	local_scratch_cleanup
+	rm -rf "${simdirs[@]}"
+}
+trap fleet_cleanup EXIT
+
+max=0
+for n in $sizes; do [ "$n" -gt "$max" ] && max=$n; done
+# etcd and the simulator each hold ~4 descriptors a node (a connection for
+# unary requests and one per watch stream).
+need=$((max * 10 + 4096))
+hard=$(ulimit -Hn)
+if [ "$hard" != unlimited ] && [ "$hard" -lt "$need" ]; then
+	ulimit -Hn "$need" 2>/dev/null ||
+		echo "warning: descriptors: hard limit $hard < $need; raise it (as root: ulimit -Hn $need)" >&2
+fi
+ulimit -n "$(ulimit -Hn)"
+
+stats_field() {	# the last stats line of the simulator, field NAME
+	grep '^stats ' "$1" | tail -n 1 | tr ' ' '\n' | awk -F= -v k="$2" '$1 == k { print $2 }'
+}
+
+sim_usr1() {	# asks for a stats line and waits (1 s at most) for it
+	local before
+	before=$(grep -c '^stats ' "$1" || true)
+	kill -USR1 "$simpid" 2>/dev/null || return 0
+	for _ in $(seq 10); do
+		[ "$(grep -c '^stats ' "$1" || true)" -gt "$before" ] && return 0
+		sleep 0.1
+	done
+}
+
+results=$work/results
+: >"$results"
+methods_out=$work/methods
+: >"$methods_out"
+
+run_size() {
+	local n=$1 d=$work/n$1 simdir out ready_timeout trigger_timeout dur t_start t_ready
+	local rss0 rss1 c0 s0 c1 s1 idle_methods idle_req idle_cpu streams watchers
+	local k v svc addr t0 cat_req cat_cpu cat_times cat_n cat_ok lag base_rate rp50 rp99 rmax atn atmax
+	local -a args
+	mkdir -p "$d"
+	echo "== N=$n nodes (threads $threads, etcd members $cluster${services:+, services $services}${consumes:+, consumes $consumes})"
+
+	if [ "$cluster" -gt 1 ]; then
+		local_etcd_cluster_start "$d" m "$cluster" --quota-backend-bytes 4294967296
+		ETCD_PIDS=("${LOCAL_ETCD_PIDS[@]}")
+	else
+		local_etcd_start "$d" fleet --quota-backend-bytes 4294967296
+		ETCD_PIDS=("$LOCAL_ETCD_PID")
+	fi
+	pids+=("${ETCD_PIDS[@]}")
+	rss0=$(etcd_rss_kib "${ETCD_PIDS[@]}")
+	# etcd's own idle CPU (raft ticks, its timers), taken out of the idle figure
+	c0=$(etcd_cpu_ms "${ETCD_PIDS[@]}")
+	s0=$(now_ms)
+	sleep 5
+	base_rate=$(awk -v c="$(($(etcd_cpu_ms "${ETCD_PIDS[@]}") - c0))" -v w="$(($(now_ms) - s0))" \
+		'BEGIN { printf "%.3f", c / (w / 1000) }')
+
+	ready_timeout=${READY_TIMEOUT:-$((60 + n / 10))}
+	trigger_timeout=${TRIGGER_TIMEOUT:-$((60 + n / 20))}
+	export TRIGGER_TIMEOUT=$trigger_timeout
+	dur=$((ready_timeout + idle_seconds + 30 + triggers * (trigger_timeout + SETTLE_TIMEOUT + 30) +
+		catalog_timeout + SETTLE_TIMEOUT + 120))
+	simdir=$(mktemp -d "$shm/orchestrate-fleet-sim.XXXXXX")
+	simdirs+=("$simdir")
+	out=$d/sim.out
+	args=(--nodes "$n" --threads "$threads" --dir "$simdir/nodes" --lease-ttl "$lease_ttl"
+	      --hook-seconds "$hook_seconds" --duration "$dur")
+	[ -n "$services" ] && args+=(--services="$services")
+	[ -n "$consumes" ] && args+=(--consumes "$consumes")
+	[ -n "$quiet" ] && args+=(--quiet "$quiet")
+	[ -n "$watch_idle" ] && args+=(--watch-idle "$watch_idle")
+	[ "$hiera" = 1 ] || args+=(--no-hiera)
+	[ "$spread" = 1 ] && args+=(--spread)
+	t_start=$(now_ms)
+	"$sim" "${args[@]}" >"$out" 2>"$d/sim.err" &
+	simpid=$!
+	pids+=("$simpid")
+	t_ready=
+	while [ $(($(now_ms) - t_start)) -lt $((ready_timeout * 1000)) ]; do
+		grep -q '^ready' "$out" && { t_ready=$(now_ms); break; }
+		kill -0 "$simpid" 2>/dev/null || break
+		sleep 0.2
+	done
+	if [ -z "$t_ready" ]; then
+		sim_usr1 "$out"
+		echo "  not ready after ${ready_timeout} s: $(grep '^stats' "$out" | tail -n 1)" >&2
+		tail -n 5 "$d/sim.err" >&2
+		sim_stop
+		return 0
+	fi
+	echo "  ready: $n nodes registered and synced in $(((t_ready - t_start) / 1000)) s"
+
+	# --- idle ---
+	sleep 5
+	etcd_requests "$d/idle0"
+	c0=$(etcd_cpu_ms "${ETCD_PIDS[@]}")
+	s0=$(now_ms)
+	sleep "$idle_seconds"
+	etcd_requests "$d/idle1"
+	c1=$(etcd_cpu_ms "${ETCD_PIDS[@]}")
+	s1=$(now_ms)
+	idle_methods=$(etcd_requests_diff "$d/idle0" "$d/idle1" "$n" "$(awk -v a="$s0" -v b="$s1" \
+		'BEGIN { print (b - a) / 60000 }')" | tr '\n' ' ')
+	idle_req=$(awk -v n="$n" -v w="$((s1 - s0))" -v s="$(etcd_requests_sum "$d/idle0" "$d/idle1")" \
+		'BEGIN { printf "%.2f", s / n / (w / 60000) }')
+	export BT_IDLE_CPU_RATE
+	BT_IDLE_CPU_RATE=$(awk -v c="$((c1 - c0))" -v w="$((s1 - s0))" 'BEGIN { printf "%.3f", c / (w / 1000) }')
+	idle_cpu=$(awk -v r="$BT_IDLE_CPU_RATE" -v b="$base_rate" -v n="$n" \
+		'BEGIN { c = r - b; if (c < 0) c = 0; printf "%.3f", c * 60 / n }')
+	echo "  idle ${idle_seconds} s: per node per minute: ${idle_methods:-nothing}(etcd CPU ${idle_cpu} ms" \
+		"over etcd's own ${base_rate} ms/s); watch streams $(etcd_gauge etcd_debugging_mvcc_watch_stream_total)," \
+		"watchers $(etcd_gauge etcd_debugging_mvcc_watcher_total)"
+	echo "idle $n $idle_methods" >>"$methods_out"
+
+	# --- version changes ---
+	for k in $(seq 1 "$triggers"); do
+		v=fleet$k
+		sim_usr1 "$out"
+		bench_trigger "$v" "$n" "$d/t$k"
+		sim_usr1 "$out"
+		lag=$(stats_field "$out" lag_ms_max)
+		echo "  $v: at version $BT_AT_CLI/$n; per node: ${BT_METHODS}(total $BT_REQ; and" \
+			"$BT_KEEPALIVE LeaseKeepAlive in the window), etcd CPU $BT_CPU ms"
+		echo "        run start ms (n p50 p99 max) $BT_RUN; at version $BT_AT; window ${BT_WINDOW} s; simulator loop lag max ${lag} ms"
+		echo "trigger $n $BT_METHODS" >>"$methods_out"
+		read -r _ rp50 rp99 rmax <<<"$BT_RUN"
+		read -r atn _ _ atmax <<<"$BT_AT"
+		echo "$n $k $BT_REQ $BT_CPU $rp50 $rp99 $rmax $atn $atmax $lag" >>"$results.t"
+	done
+
+	sleep 1	# the benchmark's own watch streams close
+	streams=$(etcd_gauge etcd_debugging_mvcc_watch_stream_total)
+	watchers=$(etcd_gauge etcd_debugging_mvcc_watcher_total)
+	rss1=$(etcd_rss_kib "${ETCD_PIDS[@]}")
+	echo "  after: watch streams $streams, watchers $watchers; etcd RSS $((rss0 / 1024)) -> $((rss1 / 1024)) MiB;" \
+		"simulator RSS $(($(stats_field "$out" rss_kib) / 1024)) MiB"
+	if [ "$cluster" -gt 1 ]; then
+		# a client starts at its first endpoint: without SPREAD=1, all at member 1
+		echo "  requests by member so far (all but keepalives):$(for u in $(etcd_metric_urls); do
+			printf ' %s' "$(etcd_member_requests "$u")"; done)"
+	fi
+
+	# --- a catalog change ---
+	cat_req=- cat_cpu=- cat_times="- - -" cat_ok=-
+	if [ "$hiera" = 1 ]; then
+		svc=${consumes%%,*}
+		svc=${svc:-probe}
+		addr=198.51.100.$((n % 250 + 1))
+		bench_settle "$SETTLE" "$SETTLE_TIMEOUT" "$d/cat.settle" || true
+		touch "$d/cat.stamp"
+		etcd_requests "$d/cat0"
+		c0=$(etcd_cpu_ms "${ETCD_PIDS[@]}")
+		s0=$(now_ms)
+		t0=$(now_ms)
+		orchestrate --hostname fleet-probe publish_service "$svc" --address "eth0=$addr" --ttl 600 >/dev/null
+		cat_n=0
+		while [ $(($(now_ms) - t0)) -lt $((catalog_timeout * 1000)) ]; do
+			cat_n=$(find "$simdir/nodes" -name services.yaml -newer "$d/cat.stamp" | wc -l)
+			[ "$cat_n" -ge "$n" ] && break
+			sleep 0.2
+		done
+		bench_settle "$SETTLE" "$SETTLE_TIMEOUT" "$d/cat.settle" || true
+		etcd_requests "$d/cat1"
+		c1=$(etcd_cpu_ms "${ETCD_PIDS[@]}")
+		s1=$(now_ms)
+		cat_req=$(awk -v n="$n" -v s="$(etcd_requests_sum "$d/cat0" "$d/cat1" '^LeaseKeepAlive$')" \
+			'BEGIN { printf "%.2f", s / n }')
+		cat_cpu=$(awk -v a="$c0" -v b="$c1" -v w="$((s1 - s0))" -v r="$BT_IDLE_CPU_RATE" -v n="$n" \
+			'BEGIN { c = b - a - r * w / 1000; if (c < 0) c = 0; printf "%.2f", c / n }')
+		# each file's own mtime, so no polling interval blurs the times
+		cat_times=$(find "$simdir/nodes" -name services.yaml -newer "$d/cat.stamp" -printf '%T@\n' |
+			awk -v t0="$t0" '{ print $1 * 1000 - t0 }' | ms_stats | cut -d' ' -f2-)
+		cat_ok=$(grep -rlF --include=services.yaml -- "$addr" "$simdir/nodes" | wc -l)
+		echo "  catalog change ($svc on fleet-probe): hiera files with it $cat_ok/$n; per node: $(
+			etcd_requests_diff "$d/cat0" "$d/cat1" "$n" 1 | grep -v '^LeaseKeepAlive ' |
+			tr '\n' ' ')(total $cat_req), etcd CPU $cat_cpu ms"
+		echo "        hiera file rewritten after ms (p50 p99 max) $cat_times"
+		echo "catalog $n $(etcd_requests_diff "$d/cat0" "$d/cat1" "$n" 1 | grep -v '^LeaseKeepAlive ' |
+			tr '\n' ' ')" >>"$methods_out"
+	fi
+
+	echo "$n $((t_ready - t_start)) $idle_req $idle_cpu $streams $watchers $(((rss1 - rss0) * 1024 / n)) $cat_req $cat_cpu $cat_times" >>"$results"
+	sim_stop
+	sim_usr1_final=$(grep '^final' "$out" | tail -n 1)
+	echo "  simulator: ${sim_usr1_final:-no final stats}"
+	if [ -s "$d/sim.err" ]; then
+		echo "  simulator stderr: $(wc -l <"$d/sim.err") lines, e.g.:"
+		{ grep -v "now at version" "$d/sim.err" || true; } | sort | uniq -c | sort -rn | head -n 3 |
+			sed 's/^/    /'
+	fi
+	for p in "${ETCD_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+	for p in "${ETCD_PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+	rm -rf "$simdir"
+}
+
+sim_stop() {
+	local i
+	[ -n "$simpid" ] || return 0
+	kill -TERM "$simpid" 2>/dev/null || true
+	# it revokes every lease before it exits: bounded by its own 60 s
+	for ((i = 0; i < 900; i++)); do
+		kill -0 "$simpid" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill -9 "$simpid" 2>/dev/null || true
+	wait "$simpid" 2>/dev/null || true
+	simpid=
+}
+
+: >"$results.t"
+for n in $sizes; do
+	run_size "$n"
+done
+
+echo
+echo "per node (mean over $triggers triggers; latencies in ms from the trigger, seen by an etcd watch):"
+printf '%7s %9s %9s %8s %8s %8s %8s %9s %8s\n' N req/trig cpu_ms run_p50 run_p99 run_max at_n all_at_ms lag_max
+awk '{ n[$1]++; for (i = 3; i <= 10; i++) s[$1, i] += $i }
+	END { for (k in n) { printf "%7d", k
+		for (i = 3; i <= 10; i++) printf (i <= 4) ? " %9.2f" : (i == 9) ? " %9.0f" : " %8.0f", s[k, i] / n[k]
+		printf "\n" } }' \
+	"$results.t" | sort -n
+echo
+echo "per node, idle and after the triggers:"
+printf '%7s %8s %12s %11s %8s %9s %10s %10s %9s %9s %9s\n' N ready_ms idle_req/min idle_cpu_ms streams watchers rss_bytes cat_req cat_cpu_ms cat_p50 cat_max
+awk '{ printf "%7d %8d %12s %11s %8.2f %9.2f %10d %10s %9s %9s %9s\n", $1, $2, $3, $4, $5 / $1, $6 / $1, $7, $8, $9, $10, $12 }' \
+	"$results" | sort -n
+echo
+echo "requests per node by method (idle: per minute; trigger, catalog: per event):"
+sed 's/^/  /' "$methods_out"

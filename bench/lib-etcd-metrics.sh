@@ -1,0 +1,229 @@
+# lib-etcd-metrics.sh — sourced (bash) by bench/daemons.sh and bench/fleet.sh:
+# what a fleet costs etcd, read from etcd's own /metrics and /proc, summed over
+# every member of $ORCHESTRATE_ETCD (one URL, or a comma-separated cluster).
+#
+#   etcd_requests FILE            grpc_server_started_total by grpc_method,
+#                                 "METHOD COUNT" a line, sorted, into FILE
+#   etcd_requests_diff A B N K    per method: (B - A) / N / K, "METHOD VALUE"
+#                                 lines for methods that moved (N nodes, K events)
+#   etcd_requests_sum A B [SKIP]  total requests between A and B, without the
+#                                 methods in the regex SKIP
+#   etcd_gauge NAME               the sum of a metric over the members
+#   etcd_member_requests URL      one member's requests, every method but
+#                                 LeaseKeepAlive (for the spread over a cluster)
+#   etcd_cpu_ms PID...            utime + stime of the processes, in ms (/proc)
+#   etcd_rss_kib PID...           their VmRSS summed, in KiB
+#   ms_stats                      stdin: one number a line; prints "COUNT P50 P99 MAX"
+#   now_ms                        wall clock in ms, from bash's EPOCHREALTIME
+#
+# and the measurement of one version change, shared by both benchmarks:
+#
+#   bench_trigger VERSION N OUT   triggers VERSION and measures it (below)
+#   bench_settle QUIET LIMIT OUT  waits until no request but keepalives reached
+#                                 etcd for QUIET s (at most LIMIT s)
+#   bench_watch KEY REV OUT       a timestamped watch of the prefix KEY from
+#                                 revision REV: "MS KEY VALUE" per put, into OUT
+#
+# They use etcdctl, perl (JSON::PP, MIME::Base64, Time::HiRes: all in Debian's
+# perl) and orchestrate on PATH, ORCHESTRATE_PREFIX, $work and $pids of
+# scripts/local-etcd.sh, and ETCD_PIDS (an array: etcd's processes).
+#
+# grpc_server_started_total counts every gRPC call etcd started: the v3 JSON
+# gateway turns each HTTP request (and each watch stream) into one call, so it
+# counts the nodes' requests exactly, by method (Range, Txn, Put, DeleteRange,
+# LeaseGrant, LeaseKeepAlive, LeaseRevoke, Watch).  Scraping /metrics is plain
+# HTTP and counts nothing.
+
+etcd_metric_urls() {
+	local IFS=,
+	# shellcheck disable=SC2086
+	printf '%s\n' ${ORCHESTRATE_ETCD:?}
+}
+
+etcd_scrape() {
+	local u
+	for u in $(etcd_metric_urls); do
+		curl -s --max-time 10 "$u/metrics" || true
+	done
+}
+
+etcd_requests() {
+	etcd_scrape | awk '/^grpc_server_started_total/ {
+		match($0, /grpc_method="[^"]*"/); m = substr($0, RSTART + 13, RLENGTH - 14); c[m] += $NF }
+		END { for (m in c) print m, c[m] }' | sort >"$1"
+}
+
+etcd_requests_diff() {
+	join -a 2 -e 0 -o 0,1.2,2.2 "$1" "$2" | awk -v n="$3" -v k="$4" \
+		'$3 - $2 > 0 { printf "%s %.3f\n", $1, ($3 - $2) / n / k }'
+}
+
+etcd_requests_sum() {
+	join -a 2 -e 0 -o 0,1.2,2.2 "$1" "$2" | awk -v skip="${3:-^$}" \
+		'$1 !~ skip { s += $3 - $2 } END { print s + 0 }'
+}
+
+etcd_gauge() {
+	etcd_scrape | awk -v name="$1" '$1 == name { s += $2 } END { printf "%.0f\n", s }'
+}
+
+etcd_member_requests() {
+	curl -s --max-time 10 "$1/metrics" | awk '/^grpc_server_started_total/ && !/LeaseKeepAlive/ {
+		s += $NF } END { print s + 0 }'
+}
+
+etcd_cpu_ms() {
+	local hz p
+	hz=$(getconf CLK_TCK)
+	for p in "$@"; do
+		# fields after the ")" of comm: utime is the 12th, stime the 13th
+		sed 's/.*) //' "/proc/$p/stat" 2>/dev/null
+	done | awk -v hz="$hz" '{ t += $12 + $13 } END { printf "%.0f\n", t * 1000 / hz }'
+}
+
+etcd_rss_kib() {
+	local p
+	for p in "$@"; do
+		awk '/^VmRSS/ { print $2 }' "/proc/$p/status" 2>/dev/null
+	done | awk '{ s += $1 } END { print s + 0 }'
+}
+
+ms_stats() {
+	sort -n | awk '{ a[NR] = $1 }
+		END {
+			if (NR == 0) { print 0, "-", "-", "-"; exit }
+			i50 = int(NR * 0.50 + 0.5); if (i50 < 1) i50 = 1
+			i99 = int(NR * 0.99 + 0.5); if (i99 < 1) i99 = 1; if (i99 > NR) i99 = NR
+			printf "%d %.0f %.0f %.0f\n", NR, a[i50], a[i99], a[NR]
+		}'
+}
+
+now_ms() {
+	local t=${EPOCHREALTIME/[.,]/}
+	echo $((t / 1000))
+}
+
+etcdctl_() {
+	ETCDCTL_API=3 etcdctl --endpoints "$ORCHESTRATE_ETCD" --command-timeout=10s "$@"
+}
+
+etcd_revision() {
+	etcdctl_ get /no-such-key -w json | grep -o '"revision":[0-9]*' | head -n 1 | cut -d: -f2
+}
+
+# etcdctl writes each watch response as one JSON line as soon as it arrives;
+# perl stamps it with the time it read it and prints one line per put event.
+# Arrival at this watcher is the moment the whole fleet could see the write.
+bench_watch() {
+	local key=$1 rev=$2 out=$3 fifo
+	fifo=$(mktemp -u "$work/fifo.XXXXXX")
+	mkfifo "$fifo"
+	perl -MJSON::PP -MMIME::Base64 -MTime::HiRes=time -ne '
+		BEGIN { $| = 1 }
+		my $t = sprintf "%.1f", time * 1000;
+		my $j = eval { JSON::PP->new->allow_bignum->decode($_) } or next;
+		for my $e (@{ $j->{Events} || [] }) {
+			next if $e->{type};	# a DELETE
+			my $k = decode_base64($e->{kv}{key});
+			my $v = decode_base64($e->{kv}{value} // "");
+			$v =~ tr/\n/ /;
+			print "$t $k $v\n";
+		}' <"$fifo" >"$out" &
+	pids+=($!)
+	# a simple command, so that $! is etcdctl itself
+	ETCDCTL_API=3 etcdctl --endpoints "$ORCHESTRATE_ETCD" watch --prefix --rev "$rev" "$key" \
+		-w json >"$fifo" 2>/dev/null &
+	BENCH_WATCH_PID=$!
+	pids+=($!)
+}
+
+bench_settle() {
+	local quiet=$1 limit=$2 out=$3 last=-1 now same=0 i
+	for ((i = 0; i < limit; i++)); do
+		etcd_requests "$out"
+		now=$(awk '$1 != "LeaseKeepAlive" { s += $2 } END { print s + 0 }' "$out")
+		if [ "$now" = "$last" ]; then
+			same=$((same + 1))
+			[ "$same" -ge "$quiet" ] && return 0
+		else
+			same=0
+		fi
+		last=$now
+		sleep 1
+	done
+	return 1
+}
+
+# bench_trigger VERSION N OUT
+#
+# Starts two timestamped watches (status/puppet/running/ and
+# running_version/VERSION/), waits until etcd has both, reads etcd's request
+# counters and CPU, runs `orchestrate trigger_update VERSION`, waits until N
+# hosts are at VERSION (at most TRIGGER_TIMEOUT s, default 120) and until no
+# request but keepalives reached etcd for SETTLE s (default 3; at most
+# SETTLE_TIMEOUT s, default 120), then reads the counters and CPU again.  The
+# watches opened before the first reading: they count in no figure.  Sets
+#
+#   BT_T0          the trigger's wall clock, ms
+#   BT_RUN         "COUNT P50 P99 MAX": trigger -> puppet/running at VERSION
+#                  seen by the watch, ms, one sample per host (its first)
+#   BT_AT          the same for running_version/VERSION/HOST; its MAX is the
+#                  time until all N were at the version
+#   BT_AT_CLI      `orchestrate hosts_at_version VERSION | wc -l` at the end
+#   BT_METHODS     "Range 2.000 Txn 5.000 ...": requests per node by method,
+#                  LeaseKeepAlive left out (it counts time, not the trigger)
+#   BT_REQ         requests per node, every method but LeaseKeepAlive
+#   BT_KEEPALIVE   LeaseKeepAlive per node over the window (time, not trigger)
+#   BT_CPU         etcd CPU ms per node, less the idle rate BT_IDLE_CPU_RATE
+#                  (ms/s for the whole etcd, 0 when unset) over the window
+#   BT_WINDOW      the window, s
+#
+# The counters include the trigger_update command's own requests (a Range and
+# a Txn or so: 2/N per node).
+bench_trigger() {
+	local v=$1 n=$2 out=$3 P=${ORCHESTRATE_PREFIX:-} rev w0 c0 c1 s0 s1 i at=0 wr wa
+	local deadline
+	rev=$(etcd_revision)
+	w0=$(etcd_gauge etcd_debugging_mvcc_watcher_total)
+	bench_watch "$P/status/puppet/running/" $((rev + 1)) "$out.run.raw"
+	wr=$BENCH_WATCH_PID
+	bench_watch "$P/running_version/$v/" $((rev + 1)) "$out.at.raw"
+	wa=$BENCH_WATCH_PID
+	for ((i = 0; i < 50; i++)); do
+		[ "$(etcd_gauge etcd_debugging_mvcc_watcher_total)" -ge $((w0 + 2)) ] && break
+		sleep 0.1
+	done
+
+	etcd_requests "$out.req0"
+	c0=$(etcd_cpu_ms "${ETCD_PIDS[@]}")
+	s0=$(now_ms)
+	BT_T0=$(now_ms)
+	orchestrate trigger_update "$v" >/dev/null
+	deadline=$((BT_T0 + ${TRIGGER_TIMEOUT:-120} * 1000))
+	while [ "$(now_ms)" -lt "$deadline" ]; do
+		at=$(awk '{ print $2 }' "$out.at.raw" | sort -u | wc -l)
+		[ "$at" -ge "$n" ] && break
+		sleep 0.2
+	done
+	bench_settle "${SETTLE:-3}" "${SETTLE_TIMEOUT:-120}" "$out.settle" ||
+		echo "  (requests still moving after ${SETTLE_TIMEOUT:-120} s)" >&2
+	etcd_requests "$out.req1"
+	c1=$(etcd_cpu_ms "${ETCD_PIDS[@]}")
+	s1=$(now_ms)
+	kill "$wr" "$wa" 2>/dev/null || true
+	wait "$wr" "$wa" 2>/dev/null || true
+
+	BT_WINDOW=$(awk -v a="$s0" -v b="$s1" 'BEGIN { printf "%.1f", (b - a) / 1000 }')
+	BT_METHODS=$(etcd_requests_diff "$out.req0" "$out.req1" "$n" 1 | grep -v '^LeaseKeepAlive ' |
+		tr '\n' ' ')
+	BT_REQ=$(awk -v n="$n" -v s="$(etcd_requests_sum "$out.req0" "$out.req1" '^LeaseKeepAlive$')" \
+		'BEGIN { printf "%.2f", s / n }')
+	BT_KEEPALIVE=$(etcd_requests_diff "$out.req0" "$out.req1" "$n" 1 |
+		awk '$1 == "LeaseKeepAlive" { v = $2 } END { printf "%.2f", v }')
+	BT_CPU=$(awk -v a="$c0" -v b="$c1" -v w="$BT_WINDOW" -v r="${BT_IDLE_CPU_RATE:-0}" -v n="$n" \
+		'BEGIN { c = b - a - r * w; if (c < 0) c = 0; printf "%.2f", c / n }')
+	BT_RUN=$(grep -F "\"version\":\"$v\"" "$out.run.raw" | awk -v t0="$BT_T0" \
+		'!seen[$2]++ { print $1 - t0 }' | ms_stats)
+	BT_AT=$(awk -v t0="$BT_T0" '!seen[$2]++ { print $1 - t0 }' "$out.at.raw" | ms_stats)
+	BT_AT_CLI=$(orchestrate hosts_at_version "$v" | wc -l)
+}
