@@ -242,9 +242,9 @@ FORCE:
 
 # bench/fleet-sim: N real nodes (node.c) in one process, for bench/fleet.sh.  It
 # links every daemon object but orchestrated.o (the daemon's main), so node
-# files added to DAEMON_OBJS come along.  FLEET_SIM_CFLAGS=-DHAVE_HOOK_SIMULATE
-# builds it with hook_simulate() (hooks end on timers, no process runs); the
-# stamp file rebuilds it when that changes.
+# files added to DAEMON_OBJS come along.  Its hooks run in hook_simulate() mode
+# (they end on timers, no process runs); the stamp file rebuilds it when
+# FLEET_SIM_CFLAGS changes.
 FLEET_SIM_OBJS = $(filter-out orchestrate/orchestrated.o,$(DAEMON_OBJS))
 FLEET_SIM_CFLAGS ?=
 FLEET_SIM_FLAGS = bench/.fleet-sim-flags

@@ -16,8 +16,8 @@
  * signal mask (SIGCHLD must be blocked in every thread for sd-event's child
  * sources), the environment (NOTIFY_SOCKET is removed: N nodes must not talk to
  * systemd), RLIMIT_NOFILE (each node holds one socket for unary requests and
- * one per watch stream) and, when built with -DHAVE_HOOK_SIMULATE,
- * hook_simulate().  main() then only waits for signals.
+ * one per watch stream) and hook_simulate() (hooks end on timers, no process
+ * runs).  main() then only waits for signals.
  *
  * Measuring is bench/fleet.sh's job, from etcd's side.  The simulator says on
  * stdout when every node has registered and synced ("ready N"), and prints one
@@ -57,15 +57,11 @@
 #include "buf.h"
 #include "cleanup.h"
 #include "config.h"
+#include "hook.h"
 #include "log.h"
 #include "node.h"
 #include "options.h"
 
-#ifdef HAVE_HOOK_SIMULATE
-/* hook.h, once merged: hook_spawn() starts no process and ends each hook after
- * a random time in [min_sec, max_sec] with exit_code.  Process-wide. */
-void hook_simulate(double min_sec, double max_sec, int exit_code);
-#endif
 
 #define USEC_PER_SEC 1000000ULL
 #define TICK_USEC (100 * 1000ULL)
@@ -327,26 +323,9 @@ static int sim_resolve(struct sim *s, size_t i, struct options_resolved *ret, ch
 
 static int sim_write_hooks(struct sim *s)
 {
-#ifdef HAVE_HOOK_SIMULATE
-	/* No process runs; the paths only have to be executables. */
+	/* hook_simulate(): no process runs; the paths only have to be
+	 * executables. */
 	s->hook_config = strdup("/bin/true");
-#else
-	if (s->hook_max > 0) {
-		/* Without hook_simulate(): a real process that takes the time. */
-		_cleanup_(freep) char *text = xasprintf(
-			"#!/bin/sh\n"
-			"# fleet-sim: a config hook that takes %g to %g seconds\n"
-			"exec sleep \"$(awk -v a=%g -v b=%g -v s=$$ "
-			"'BEGIN { srand(s); printf \"%%.3f\", a + rand() * (b - a) }')\"\n",
-			s->hook_min, s->hook_max, s->hook_min, s->hook_max);
-		s->hook_config = xasprintf("%s/hook-config", s->dir);
-		int r = write_file(s->hook_config, text, 0755);
-		if (r < 0)
-			return r;
-	} else {
-		s->hook_config = strdup("/bin/true");
-	}
-#endif
 	s->hook_validate = strdup("/bin/true");
 	s->hook_services = strdup("/bin/true");
 	return s->hook_config && s->hook_validate && s->hook_services ? 0 : -ENOMEM;
@@ -822,9 +801,10 @@ bad:
 	/* main waits for these; SIGCHLD stays blocked for sd-event's child
 	 * sources in the workers. */
 	sigdelset(&mask, SIGCHLD);
-#ifdef HAVE_HOOK_SIMULATE
-	hook_simulate(s.hook_min, s.hook_max, 0);
-#endif
+	if (hook_simulate(s.hook_min, s.hook_max, 0, NULL, NULL) < 0) {
+		fprintf(stderr, "fleet-sim: bad --hook-seconds\n");
+		return 64;
+	}
 
 	/* --- the nodes' files --- */
 	if (!s.dir) {

@@ -76,7 +76,7 @@ struct config {
 	double quiet_max;		/* 10 */
 	long retry_min;			/* 5 */
 	long retry_max;			/* 300 */
-	long watch_idle;		/* 300: a silent watch is reopened after this */
+	long watch_idle;		/* 900: a silent watch is reopened after this */
 };
 
 /* A config holding every default. */

@@ -213,7 +213,7 @@ int config_new_default(struct config **ret)
 	c->quiet_max = 10;
 	c->retry_min = 5;
 	c->retry_max = 300;
-	c->watch_idle = 300;
+	c->watch_idle = 900;
 
 	*ret = TAKE_PTR(c);
 	return 0;

@@ -141,7 +141,7 @@ test_expect_success 'node.consumes: only those services (and depends) are watche
 	etcdctl_put /available_services/s1/zz "{\"addresses\":{\"eth0\":\"10.9.0.2\"}}" &&
 	wait_for "grep -q 10.9.0.2 c/services.yaml" 10 &&
 	! grep -q 10.9.0.1 c/services.yaml &&
-	test "$(count_lines c/services.count)" -gt "$h"
+	wait_for "test \$(count_lines c/services.count) -gt $h" 10
 '
 
 test_expect_success 'a reload that changes node.consumes replaces the stream and reads the new services' '
@@ -156,12 +156,12 @@ test_expect_success 'a reload that changes node.consumes replaces the stream and
 '
 
 test_expect_success 'a burst while etcd restarts: no event lost, the stream resumed' '
-	burst 2 300 &
+	burst 2 300 2>/dev/null &
 	bpid=$! &&
 	sleep 0.3 &&
-	restart_etcd &&
+	{ restart_etcd || { echo "etcd did not restart"; false; }; } &&
 	{ wait $bpid || :; } &&
-	burst 3 200 &&
+	{ burst 3 200 || { echo "burst 3 failed"; false; }; } &&
 	wait_for "same_as_fresh a && same_as_fresh b" 30 &&
 	orch trigger_update v4 &&
 	wait_for "node_at a v4 && node_at b v4" 20
@@ -169,10 +169,11 @@ test_expect_success 'a burst while etcd restarts: no event lost, the stream resu
 
 test_expect_success 'compaction of the resume revision during a burst: read again, the same file' '
 	kill -STOP $(node_pid a) &&
-	burst 4 300 &&
+	{ burst 4 300 || { echo "burst 4 failed"; false; }; } &&
 	rev=$(etcdctl_ get /current_version -w json | sed -n "s/.*\"revision\":\([0-9]*\).*/\1/p") &&
+	echo "compacting at $rev" &&
 	etcdctl_ compact "$rev" >/dev/null &&
-	restart_etcd &&
+	{ restart_etcd || { echo "etcd did not restart"; false; }; } &&
 	kill -CONT $(node_pid a) &&
 	wait_for "grep -q \"compacted\" a/log" 20 &&
 	wait_for "same_as_fresh a && same_as_fresh b" 30 &&

@@ -9,7 +9,7 @@
 # either way must be renewed without the caller noticing.
 #
 # The TTL here is 2 s.  A daemon whose watches are reopened every 3 s (as a
-# quiet daemon's are after timing.watch_idle, 300 s by default) and whose
+# quiet daemon's are after timing.watch_idle, 900 s by default) and whose
 # unary calls come after several TTLs of silence must keep its lease and
 # converge; a blocking watch started before expiry must still wake.
 
