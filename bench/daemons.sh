@@ -5,6 +5,7 @@
 #
 #   bench/daemons.sh                   100 daemons on one etcd (DAEMONS=N to change)
 #   SERVICES=1 bench/daemons.sh        every daemon offers the service `web`
+#   CONSUMES=db bench/daemons.sh       ...and renders only `db` (node.consumes)
 #
 # Measures:
 #   - idle memory of one daemon: VmRSS, and its anonymous (private) part;
@@ -25,6 +26,7 @@ daemons=${DAEMONS:-100}
 idle_seconds=${IDLE_SECONDS:-60}
 triggers=${TRIGGERS:-3}
 services=${SERVICES:-0}
+consumes=${CONSUMES-}
 export SETTLE=${SETTLE:-3} SETTLE_TIMEOUT=${SETTLE_TIMEOUT:-120}
 export TRIGGER_TIMEOUT=${TRIGGER_TIMEOUT:-120}
 export PATH="$top/bin:$PATH"
@@ -56,6 +58,9 @@ chmod +x "$work/config"
 
 svc=
 [ "$services" = 1 ] && svc=", services: [web]"
+# CONSUMES="db" (node.consumes, the large-fleet setting): each daemon renders
+# only those services; unset, the whole catalog.
+[ -n "$consumes" ] && svc="$svc, consumes: [$consumes]"
 echo "starting $daemons daemons on one etcd${svc:+ (each offers web)}..."
 daemon_pids=()
 for i in $(seq -w 1 "$daemons"); do

@@ -6,6 +6,8 @@
 #   bench/fleet.sh                      SIZES="1000 3000 10000"
 #   SIZES=100 bench/fleet.sh            a quick look
 #   CLUSTER=3 SIZES=1000 bench/fleet.sh on a 3-member etcd cluster
+#   CLUSTER=3 SPREAD=1 PROCS=3 SIZES=10000 bench/fleet.sh   10,000 nodes within a
+#                                       20,000-descriptor hard limit per process
 #
 # For each N, on a fresh etcd: start the simulator, wait until every node has
 # registered and synced, then measure
@@ -25,6 +27,10 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 sizes=${SIZES:-1000 3000 10000}
 threads=${THREADS:-8}
+# PROCS=K splits the N nodes over K simulator processes (each --first, --nodes
+# N/K): one process holds ~2 descriptors a node, and a hard RLIMIT_NOFILE
+# (20,000 here, not raisable in a container) caps what one process can hold.
+procs=${PROCS:-1}
 triggers=${TRIGGERS:-3}
 idle_seconds=${IDLE_SECONDS:-30}
 cluster=${CLUSTER:-1}
@@ -56,10 +62,10 @@ local_scratch bench-fleet
 shm=/dev/shm
 [ -w "$shm" ] || shm=$work
 simdirs=()
-simpid=
+simpids=()
 fleet_cleanup() {
-	# The simulator first, at once (its leases die with etcd anyway).
-	[ -n "$simpid" ] && kill -9 "$simpid" 2>/dev/null
+	# The simulators first, at once (their leases die with etcd anyway).
+	[ ${#simpids[@]} -gt 0 ] && kill -9 "${simpids[@]}" 2>/dev/null
 	local_scratch_cleanup
 	rm -rf "${simdirs[@]}"
 }
@@ -77,18 +83,42 @@ if [ "$hard" != unlimited ] && [ "$hard" -lt "$need" ]; then
 fi
 ulimit -n "$(ulimit -Hn)"
 
-stats_field() {	# the last stats line of the simulator, field NAME
-	grep '^stats ' "$1" | tail -n 1 | tr ' ' '\n' | awk -F= -v k="$2" '$1 == k { print $2 }'
+stats_field() {	# the last stats line of the simulators, field NAME: the largest, or with
+		# sum as third argument the sum over the processes
+	local f
+	for f in "$1" "${1%.out}".[0-9]*.out; do
+		[ -f "$f" ] || continue
+		grep '^stats ' "$f" | tail -n 1 | tr ' ' '\n' | awk -F= -v k="$2" '$1 == k { print $2 }'
+	done | awk -v sum="${3:-}" '{ s += $1; if ($1 > m) m = $1 } END { printf "%s\n", sum ? s : m }'
 }
 
-sim_usr1() {	# asks for a stats line and waits (1 s at most) for it
-	local before
-	before=$(grep -c '^stats ' "$1" || true)
-	kill -USR1 "$simpid" 2>/dev/null || return 0
-	for _ in $(seq 10); do
-		[ "$(grep -c '^stats ' "$1" || true)" -gt "$before" ] && return 0
-		sleep 0.1
+sim_usr1() {	# asks every simulator for a stats line and waits (1 s at most) for them
+	local before i f
+	for i in "${!simpids[@]}"; do
+		f=$1
+		[ "$i" -gt 0 ] && f=${1%.out}.$i.out
+		before=$(grep -c '^stats ' "$f" || true)
+		kill -USR1 "${simpids[$i]}" 2>/dev/null || continue
+		for _ in $(seq 10); do
+			[ "$(grep -c '^stats ' "$f" || true)" -gt "$before" ] && break
+			sleep 0.1
+		done
 	done
+}
+
+all_ready() {	# every simulator said "ready"
+	local i f
+	for i in "${!simpids[@]}"; do
+		f=$1
+		[ "$i" -gt 0 ] && f=${1%.out}.$i.out
+		grep -q '^ready' "$f" 2>/dev/null || return 1
+	done
+}
+
+any_alive() {
+	local p
+	for p in "${simpids[@]}"; do kill -0 "$p" 2>/dev/null && return 0; done
+	return 1
 }
 
 results=$work/results
@@ -128,7 +158,7 @@ run_size() {
 	simdir=$(mktemp -d "$shm/orchestrate-fleet-sim.XXXXXX")
 	simdirs+=("$simdir")
 	out=$d/sim.out
-	args=(--nodes "$n" --threads "$threads" --dir "$simdir/nodes" --lease-ttl "$lease_ttl"
+	args=(--threads "$threads" --lease-ttl "$lease_ttl"
 	      --hook-seconds "$hook_seconds" --duration "$dur")
 	[ -n "$services" ] && args+=(--services="$services")
 	[ -n "$consumes" ] && args+=(--consumes "$consumes")
@@ -137,13 +167,23 @@ run_size() {
 	[ "$hiera" = 1 ] || args+=(--no-hiera)
 	[ "$spread" = 1 ] && args+=(--spread)
 	t_start=$(now_ms)
-	"$sim" "${args[@]}" >"$out" 2>"$d/sim.err" &
-	simpid=$!
-	pids+=("$simpid")
+	local per=$(((n + procs - 1) / procs)) first=0 i=0 f
+	simpids=()
+	while [ "$first" -lt "$n" ]; do
+		f=$out
+		[ "$i" -gt 0 ] && f=${out%.out}.$i.out
+		local cnt=$((n - first < per ? n - first : per))
+		"$sim" "${args[@]}" --first "$first" --nodes "$cnt" --dir "$simdir/nodes$i" \
+			>"$f" 2>>"$d/sim.err" &
+		simpids+=($!)
+		pids+=($!)
+		first=$((first + cnt))
+		i=$((i + 1))
+	done
 	t_ready=
 	while [ $(($(now_ms) - t_start)) -lt $((ready_timeout * 1000)) ]; do
-		grep -q '^ready' "$out" && { t_ready=$(now_ms); break; }
-		kill -0 "$simpid" 2>/dev/null || break
+		all_ready "$out" && { t_ready=$(now_ms); break; }
+		any_alive || break
 		sleep 0.2
 	done
 	if [ -z "$t_ready" ]; then
@@ -198,7 +238,7 @@ run_size() {
 	watchers=$(etcd_gauge etcd_debugging_mvcc_watcher_total)
 	rss1=$(etcd_rss_kib "${ETCD_PIDS[@]}")
 	echo "  after: watch streams $streams, watchers $watchers; etcd RSS $((rss0 / 1024)) -> $((rss1 / 1024)) MiB;" \
-		"simulator RSS $(($(stats_field "$out" rss_kib) / 1024)) MiB"
+		"simulator RSS $(($(stats_field "$out" rss_kib sum) / 1024)) MiB"
 	if [ "$cluster" -gt 1 ]; then
 		# a client starts at its first endpoint: without SPREAD=1, all at member 1
 		echo "  requests by member so far (all but keepalives):$(for u in $(etcd_metric_urls); do
@@ -220,7 +260,7 @@ run_size() {
 		orchestrate --hostname fleet-probe publish_service "$svc" --address "eth0=$addr" --ttl 600 >/dev/null
 		cat_n=0
 		while [ $(($(now_ms) - t0)) -lt $((catalog_timeout * 1000)) ]; do
-			cat_n=$(find "$simdir/nodes" -name services.yaml -newer "$d/cat.stamp" | wc -l)
+			cat_n=$(find "$simdir"/nodes* -name services.yaml -newer "$d/cat.stamp" | wc -l)
 			[ "$cat_n" -ge "$n" ] && break
 			sleep 0.2
 		done
@@ -233,9 +273,9 @@ run_size() {
 		cat_cpu=$(awk -v a="$c0" -v b="$c1" -v w="$((s1 - s0))" -v r="$BT_IDLE_CPU_RATE" -v n="$n" \
 			'BEGIN { c = b - a - r * w / 1000; if (c < 0) c = 0; printf "%.2f", c / n }')
 		# each file's own mtime, so no polling interval blurs the times
-		cat_times=$(find "$simdir/nodes" -name services.yaml -newer "$d/cat.stamp" -printf '%T@\n' |
+		cat_times=$(find "$simdir"/nodes* -name services.yaml -newer "$d/cat.stamp" -printf '%T@\n' |
 			awk -v t0="$t0" '{ print $1 * 1000 - t0 }' | ms_stats | cut -d' ' -f2-)
-		cat_ok=$(grep -rlF --include=services.yaml -- "$addr" "$simdir/nodes" | wc -l)
+		cat_ok=$(grep -rlF --include=services.yaml -- "$addr" "$simdir"/nodes* | wc -l)
 		echo "  catalog change ($svc on fleet-probe): hiera files with it $cat_ok/$n; per node: $(
 			etcd_requests_diff "$d/cat0" "$d/cat1" "$n" 1 | grep -v '^LeaseKeepAlive ' |
 			tr '\n' ' ')(total $cat_req), etcd CPU $cat_cpu ms"
@@ -246,7 +286,7 @@ run_size() {
 
 	echo "$n $((t_ready - t_start)) $idle_req $idle_cpu $streams $watchers $(((rss1 - rss0) * 1024 / n)) $cat_req $cat_cpu $cat_times" >>"$results"
 	sim_stop
-	sim_usr1_final=$(grep '^final' "$out" | tail -n 1)
+	sim_usr1_final=$(cat "$out" "${out%.out}".[0-9]*.out 2>/dev/null | grep '^final' | tail -n 1)
 	echo "  simulator: ${sim_usr1_final:-no final stats}"
 	if [ -s "$d/sim.err" ]; then
 		echo "  simulator stderr: $(wc -l <"$d/sim.err") lines, e.g.:"
@@ -260,16 +300,16 @@ run_size() {
 
 sim_stop() {
 	local i
-	[ -n "$simpid" ] || return 0
-	kill -TERM "$simpid" 2>/dev/null || true
-	# it revokes every lease before it exits: bounded by its own 60 s
+	[ ${#simpids[@]} -gt 0 ] || return 0
+	kill -TERM "${simpids[@]}" 2>/dev/null || true
+	# each revokes every lease before it exits: bounded by its own 60 s
 	for ((i = 0; i < 900; i++)); do
-		kill -0 "$simpid" 2>/dev/null || break
+		any_alive || break
 		sleep 0.1
 	done
-	kill -9 "$simpid" 2>/dev/null || true
-	wait "$simpid" 2>/dev/null || true
-	simpid=
+	kill -9 "${simpids[@]}" 2>/dev/null || true
+	wait "${simpids[@]}" 2>/dev/null || true
+	simpids=()
 }
 
 : >"$results.t"
