@@ -9,6 +9,10 @@
 # DEVELOPER=1 (the default here, and in CI) turns warnings into errors; packagers
 # may build with DEVELOPER= to keep warnings as warnings.
 
+# The one place the release is named: both programs print it (version.h) and
+# the man pages say it (.Os; t0010-help.sh checks that they agree).
+VERSION = 0.1.0
+
 PREFIX ?= /usr/local
 prefix ?= $(PREFIX)
 bindir ?= $(prefix)/bin
@@ -36,7 +40,7 @@ endif
 
 CFLAGS ?= -O2 -g
 ALL_CFLAGS = -std=gnu11 $(WARNINGS) -Iinclude $(PKG_CFLAGS) \
-	-DLIBEXECDIR='"$(libexecdir)"' $(CFLAGS)
+	-DLIBEXECDIR='"$(libexecdir)"' -DORCHESTRATE_VERSION='"$(VERSION)"' $(CFLAGS)
 ALL_LDFLAGS = $(LDFLAGS)
 ifneq ($(SANITIZE),)
 ALL_CFLAGS += -fsanitize=$(SANITIZE) -fno-sanitize-recover=all -fno-omit-frame-pointer
@@ -62,7 +66,14 @@ LIB_OBJS = \
 	orchestrate/render.o \
 	orchestrate/config.o \
 	orchestrate/options.o \
-	orchestrate/netif.o
+	orchestrate/netif.o \
+	orchestrate/strv.o \
+	orchestrate/clock.o \
+	orchestrate/fileio.o \
+	orchestrate/address.o \
+	orchestrate/local.o \
+	orchestrate/fleet_wait.o \
+	orchestrate/utf8.o
 
 CLI_OBJS = \
 	orchestrate/cli.o \
@@ -82,7 +93,8 @@ UNIT_TESTS = \
 	tests/unit/test_hiera \
 	tests/unit/test_etcd_json \
 	tests/unit/test_config \
-	tests/unit/test_render
+	tests/unit/test_render \
+	tests/unit/test_local
 
 # The binaries go to bin/: orchestrate/ is the source folder, and a file cannot
 # share its name at the top of the tree.
@@ -135,6 +147,9 @@ demo: all
 lint-man:
 	mandoc -Tlint -Wwarning man/*.[158]
 
+print-version:
+	@echo $(VERSION)
+
 # libFuzzer targets (tests/fuzz/*.c) over the decoders of what comes from outside:
 # gateway replies, watch frames, the config file, names and service values.  The
 # library is built again with clang and the sanitizers into tests/fuzz/build/;
@@ -148,6 +163,7 @@ FUZZ_BUILD = tests/fuzz/build
 FUZZ_SAN = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 # clang does not see that a va_list format comes from a format-checked caller.
 FUZZ_CFLAGS = -std=gnu11 $(WARNINGS) -Wno-format-nonliteral -Iinclude $(PKG_CFLAGS) -DLIBEXECDIR='"$(libexecdir)"' \
+	-DORCHESTRATE_VERSION='"$(VERSION)"' \
 	-g -O1 $(FUZZ_SAN)
 FUZZ_LIB_OBJS = $(patsubst orchestrate/%.o,$(FUZZ_BUILD)/%.o,$(LIB_OBJS))
 
@@ -191,6 +207,6 @@ clean:
 	rm -f $(PROGRAMS) liborchestrate.a orchestrate/*.o $(UNIT_TESTS) $(BUILD_FLAGS)
 	rm -rf tests/trash.* $(FUZZ_BUILD)
 
-.PHONY: all check check-unit bench demo lint-man fuzz fuzz-build install clean FORCE
+.PHONY: all check check-unit bench demo lint-man print-version fuzz fuzz-build install clean FORCE
 FORCE:
 .DELETE_ON_ERROR:

@@ -192,8 +192,8 @@ static void test_keys(void)
 	is_key(key_running_version("", "v1", "web1"), "/running_version/v1/web1",
 	       "running_version");
 	is_key(key_status_dir(""), "/status/", "status dir");
-	is_key(key_status_state_dir("", STATUS_PUPPET, STATE_FAILED), "/status/puppet/failed/",
-	       "status state dir");
+	is_key(key_root(""), "/", "root");
+	is_key(key_root("/fleet/"), "/fleet/", "root below a prefix");
 	is_key(key_status("", STATUS_VALIDATION, STATE_SUCCESS, "web1"),
 	       "/status/validation/success/web1", "status");
 	is_key(key_status("", STATUS_PROVISIONED, STATE_SUCCESS, "web1"),
@@ -246,9 +246,9 @@ static void test_keys(void)
 	is_key(key_status("", STATUS_VALIDATION, STATE_PENDING, "web1"), NULL,
 	       "validation/pending is not a key");
 	is_key(key_status("", STATUS_PUPPET, STATE_INVALID, "web1"), NULL, "invalid state");
-	is_key(key_status_state_dir("", _STATUS_TYPE_MAX, STATE_SUCCESS), NULL, "invalid type");
-	is_key(key_status_state_dir("", STATUS_PROVISIONED, STATE_RUNNING), NULL,
-	       "provisioned/running is not a dir");
+	is_key(key_status("", _STATUS_TYPE_MAX, STATE_SUCCESS, "web1"), NULL, "invalid type");
+	is_key(key_status("", STATUS_PROVISIONED, STATE_RUNNING, "web1"), NULL,
+	       "provisioned/running is not a key");
 
 	_cleanup_(freep) char *n253 = repeat('h', 253);
 	_cleanup_(freep) char *n254 = repeat('h', 254);
