@@ -196,9 +196,11 @@ install: all
 	install -m 0755 bin/orchestrated $(DESTDIR)$(sbindir)/orchestrated
 	install -m 0755 hooks/config hooks/validate hooks/services hooks/upgrade.example \
 		$(DESTDIR)$(libexecdir)/hooks/
-	install -m 0644 man/orchestrate.1 $(DESTDIR)$(mandir)/man1/
-	install -m 0644 man/orchestrate.conf.5 $(DESTDIR)$(mandir)/man5/
-	install -m 0644 man/orchestrated.8 $(DESTDIR)$(mandir)/man8/
+	for m in man/orchestrate.1:man1 man/orchestrate.conf.5:man5 man/orchestrated.8:man8; do \
+		sed 's/^\.Os.*/.Os orchestrate $(VERSION)/' $${m%%:*} \
+			>$(DESTDIR)$(mandir)/$${m##*:}/$$(basename $${m%%:*}) && \
+		chmod 0644 $(DESTDIR)$(mandir)/$${m##*:}/$$(basename $${m%%:*}) || exit 1; \
+	done
 	sed 's|@SBINDIR@|$(sbindir)|g' contrib/systemd/orchestrated.service.in \
 		> $(DESTDIR)$(unitdir)/orchestrated.service
 	chmod 0644 $(DESTDIR)$(unitdir)/orchestrated.service
