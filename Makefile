@@ -94,7 +94,8 @@ UNIT_TESTS = \
 	tests/unit/test_etcd_json \
 	tests/unit/test_config \
 	tests/unit/test_render \
-	tests/unit/test_local
+	tests/unit/test_local \
+	tests/unit/test_etcd_range
 
 # The binaries go to bin/: orchestrate/ is the source folder, and a file cannot
 # share its name at the top of the tree.

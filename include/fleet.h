@@ -85,6 +85,11 @@ int fleet_get_status(struct fleet *f, const char *host, enum status_type type,
  * group is not NULL. */
 int fleet_register(struct fleet *f, const char *host, const char *group, const char *version,
 		   long pid, int64_t lease);
+/* Puts alive/HOST {"time","version","pid"} under lease alone: what a node
+ * calls when the version it runs changed (its run succeeded), so that
+ * alive/HOST and `status --json`'s alive_version say the version it runs. */
+int fleet_set_alive(struct fleet *f, const char *host, const char *version, long pid,
+		    int64_t lease);
 int fleet_provision(struct fleet *f, const char *host);
 /* Deletes every key of host in one txn; returns the number of keys deleted. */
 int fleet_decommission(struct fleet *f, const char *host);

@@ -591,6 +591,39 @@ int fleet_get_status(struct fleet *f, const char *host, enum status_type type,
 
 /* --- registration ---------------------------------------------------------------- */
 
+/* alive/HOST's value: {"time","version","pid"} (no "version" when NULL). */
+static int alive_value(const char *version, long pid, char **ret)
+{
+	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
+	int r;
+
+	if (!obj)
+		return -ENOMEM;
+	if ((r = json_add_time(obj, "time", fleet_now())) < 0 ||
+	    (r = json_add_string(obj, "version", version)) < 0)
+		return r;
+	if (!cJSON_AddNumberToObject(obj, "pid", (double)pid))
+		return -ENOMEM;
+	return json_print(obj, ret);
+}
+
+int fleet_set_alive(struct fleet *f, const char *host, const char *version, long pid,
+		    int64_t lease)
+{
+	if (!name_ok(host) || !optional_name_ok(version))
+		return -EINVAL;
+
+	_cleanup_(freep) char *key = key_alive(fleet_prefix(f), host);
+	_cleanup_(freep) char *value = NULL;
+	int r;
+
+	if (!key)
+		return -ENOMEM;
+	if ((r = alive_value(version, pid, &value)) < 0)
+		return r;
+	return written(etcd_put(f->etcd, key, value, strlen(value), lease));
+}
+
 int fleet_register(struct fleet *f, const char *host, const char *group, const char *version,
 		   long pid, int64_t lease)
 {
@@ -601,19 +634,13 @@ int fleet_register(struct fleet *f, const char *host, const char *group, const c
 	_cleanup_(freep) char *alive_key = key_alive(P, host);
 	_cleanup_(freep) char *ok_key = key_status(P, STATUS_PROVISIONED, STATE_SUCCESS, host);
 	_cleanup_(freep) char *group_key = group ? key_group_host(P, group, host) : NULL;
-	_cleanup_(freep) char *alive_value = NULL, *ok_value = NULL;
-	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
+	_cleanup_(freep) char *alive = NULL, *ok_value = NULL;
 	_cleanup_(etcd_txn_freep) struct etcd_txn *t = etcd_txn_new();
 	int r;
 
-	if (!alive_key || !ok_key || (group && !group_key) || !obj || !t)
+	if (!alive_key || !ok_key || (group && !group_key) || !t)
 		return -ENOMEM;
-	if ((r = json_add_time(obj, "time", fleet_now())) < 0 ||
-	    (r = json_add_string(obj, "version", version)) < 0)
-		return r;
-	if (!cJSON_AddNumberToObject(obj, "pid", (double)pid))
-		return -ENOMEM;
-	if ((r = json_print(obj, &alive_value)) < 0 ||
+	if ((r = alive_value(version, pid, &alive)) < 0 ||
 	    (r = status_value(version, 0, NULL, &ok_value)) < 0)
 		return r;
 
@@ -627,7 +654,7 @@ int fleet_register(struct fleet *f, const char *host, const char *group, const c
 		return r;
 	for (int branch = 0; branch < 2; branch++) {
 		bool on = branch == 0;
-		if ((r = etcd_txn_put(t, on, alive_key, alive_value, lease)) < 0)
+		if ((r = etcd_txn_put(t, on, alive_key, alive, lease)) < 0)
 			return r;
 		if (group_key && (r = etcd_txn_put(t, on, group_key, "", 0)) < 0)
 			return r;
