@@ -19,6 +19,7 @@
 #include "log.h"
 #include "render.h"
 #include "schema.h"
+#include "strv.h"
 
 static const char *arg_group;
 static const char *arg_host;
@@ -172,15 +173,9 @@ const struct command command_resume = {
 static int policy_groups(const char *list, struct rollout_policy *p)
 {
 	_cleanup_(freep) char *copy = strdup(list);
-	size_t n = 1;
 	int r;
 
 	if (!copy)
-		return cli_error(1, "out of memory");
-	for (const char *c = list; *c; c++)
-		n += *c == ',';
-	p->groups = calloc(n + 1, sizeof(char *));
-	if (!p->groups)
 		return cli_error(1, "out of memory");
 	/* strtok would skip empty items: "dc1,,dc2" is a typo worth refusing */
 	for (char *item = copy, *comma; item; item = comma ? comma + 1 : NULL) {
@@ -189,11 +184,9 @@ static int policy_groups(const char *list, struct rollout_policy *p)
 			*comma = '\0';
 		if ((r = cli_check_name("group", item)))
 			return r;
-		for (size_t i = 0; i < p->n_groups; i++)
-			if (strcmp(p->groups[i], item) == 0)
-				return cli_error(EXIT_USAGE, "group '%s' is listed twice in --groups",
-						 item);
-		if (!(p->groups[p->n_groups++] = strdup(item)))
+		if (strv_contains(p->groups, item))
+			return cli_error(EXIT_USAGE, "group '%s' is listed twice in --groups", item);
+		if (strv_push(&p->groups, &p->n_groups, item) < 0)
 			return cli_error(1, "out of memory");
 	}
 	return 0;

@@ -1036,18 +1036,11 @@ int rollout_policy_decode(const char *value, size_t len, struct rollout_policy *
 		return -EPROTO;
 	p.max_parallel = mp ? (long)mp->valuedouble : 0;
 	p.max_percent = pc ? pc->valuedouble : 0;
-	if (groups) {
-		size_t n = (size_t)cJSON_GetArraySize(groups);
-		p.groups = calloc(n + 1, sizeof(char *));
-		if (!p.groups)
+	cJSON_ArrayForEach(g, groups) {
+		if (!cJSON_IsString(g))
+			return -EPROTO;
+		if (strv_push(&p.groups, &p.n_groups, g->valuestring) < 0)
 			return -ENOMEM;
-		cJSON_ArrayForEach(g, groups) {
-			if (!cJSON_IsString(g))
-				return -EPROTO;
-			if (!(p.groups[p.n_groups] = strdup(g->valuestring)))
-				return -ENOMEM;
-			p.n_groups++;
-		}
 	}
 	if (rollout_policy_problem(&p))
 		return -EPROTO;
