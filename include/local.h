@@ -33,9 +33,9 @@
  *
  * Returns 0 with *ret (caller frees) when the file holds a version;
  * -ENOENT when there is no version: the file does not exist, or holds
- * nothing but whitespace; -EINVAL when it holds anything else; another
- * negative errno when it cannot be read (-EACCES, -EISDIR, -EFBIG...).  *ret
- * is NULL on every failure.
+ * nothing but whitespace; -EINVAL when it holds anything else (a file of more
+ * than 4 KiB included); another negative errno when it cannot be read
+ * (-EACCES, -EISDIR...).  *ret is NULL on every failure.
  */
 int local_version_read(const char *path, char **ret);
 

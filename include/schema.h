@@ -81,6 +81,7 @@ char *key_rollout_policy(const char *prefix);
 char *key_rollout_holders_dir(const char *prefix);
 char *key_rollout_holder(const char *prefix, const char *host);
 char *key_groups_dir(const char *prefix);
+char *key_group_members_dir(const char *prefix, const char *group);	/* P/groups/GROUP/ */
 char *key_group_host(const char *prefix, const char *group, const char *host);
 char *key_pause_dir(const char *prefix);				/* P/pause/ */
 char *key_pause_global(const char *prefix);

@@ -389,8 +389,12 @@ static int count_versions(const struct keyset *s, struct fleet_version_count **r
 			counts[nc - 1].hosts++;
 			continue;
 		}
-		counts[nc].version = TAKE_PTR(versions[i]);
+		counts[nc].version = strdup(versions[i]);
 		counts[nc++].hosts = 1;
+		if (!counts[nc - 1].version) {
+			fleet_version_counts_free(counts, nc);
+			return -ENOMEM;
+		}
 	}
 	*ret = counts;
 	*ret_n = nc;

@@ -28,6 +28,7 @@
 
 /* Mode of a local version file we create. */
 #define LOCAL_VERSION_MODE 0644
+#define LOCAL_VERSION_FILE_MAX 4096
 
 /* --- the local version file --------------------------------------------------- */
 
@@ -45,8 +46,11 @@ int local_version_read(const char *path, char **ret)
 	*ret = NULL;
 	if (!path)
 		return -EINVAL;
-	/* A version file is one name and a newline: far below this. */
-	r = file_read_max(path, 4096, &b);
+	/* A version file is one name and a newline: far below this, and a file
+	 * above it holds something else. */
+	r = file_read_max(path, LOCAL_VERSION_FILE_MAX, &b);
+	if (r == -EFBIG)
+		return -EINVAL;
 	if (r < 0)
 		return r;
 	s = buf_str(&b);

@@ -377,6 +377,13 @@ char *key_groups_dir(const char *prefix)
 	return key_build(prefix, true, W("groups"), END);
 }
 
+char *key_group_members_dir(const char *prefix, const char *group)
+{
+	if (!group)
+		return NULL;
+	return key_build(prefix, true, W("groups"), N(group), END);
+}
+
 char *key_group_host(const char *prefix, const char *group, const char *host)
 {
 	if (!group || !host)

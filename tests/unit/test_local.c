@@ -90,6 +90,11 @@ static void test_version_read(void)
 	ok(!v, "absent file: no version");
 	is_int(local_version_read(dir, &v), -EISDIR, "a directory: -EISDIR");
 	version_is(big, 254, -EINVAL, NULL, "254 bytes");
+
+	_cleanup_(freep) char *huge = calloc(1, 8192);
+	memset(huge, ' ', 8191);
+	huge[100] = 'v';
+	version_is(huge, 8191, -EINVAL, NULL, "a file of 8 KiB");
 }
 
 static void test_version_253(void)

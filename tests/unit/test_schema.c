@@ -207,6 +207,7 @@ static void test_keys(void)
 	is_key(key_rollout_holders_dir(""), "/rollout/holders/", "holders dir");
 	is_key(key_rollout_holder("", "web1"), "/rollout/holders/web1", "holder");
 	is_key(key_groups_dir(""), "/groups/", "groups dir");
+	is_key(key_group_members_dir("", "dc1"), "/groups/dc1/", "a group's dir");
 	is_key(key_group_host("", "dc1", "web1"), "/groups/dc1/web1", "group host");
 	is_key(key_pause_dir(""), "/pause/", "pause dir");
 	is_key(key_pause_global(""), "/pause/global", "pause global");
@@ -241,6 +242,7 @@ static void test_keys(void)
 	is_key(key_service("", "glance/x", "web1"), NULL, "service with slash");
 	is_key(key_service_dir("", ".."), NULL, "service ..");
 	is_key(key_group_host("", "dc 1", "web1"), NULL, "group with space");
+	is_key(key_group_members_dir("", "../x"), NULL, "a group's dir: invalid group");
 	is_key(key_pause_group("", "../global"), NULL, "hostile group in pause");
 	is_key(key_pause_host("", "h\xc3\xa9"), NULL, "non-ASCII host in pause");
 	is_key(key_status("", STATUS_VALIDATION, STATE_PENDING, "web1"), NULL,
