@@ -9,6 +9,10 @@
 # DEVELOPER=1 (the default here, and in CI) turns warnings into errors; packagers
 # may build with DEVELOPER= to keep warnings as warnings.
 
+# The one place the release is named: both programs print it (version.h) and
+# the man pages say it (.Os; t0010-help.sh checks that they agree).
+VERSION = 0.1.0
+
 PREFIX ?= /usr/local
 prefix ?= $(PREFIX)
 bindir ?= $(prefix)/bin
@@ -41,7 +45,7 @@ endif
 
 CFLAGS ?= -O2 -g
 ALL_CFLAGS = -std=gnu11 $(WARNINGS) -Iinclude $(PKG_CFLAGS) \
-	-DLIBEXECDIR='"$(libexecdir)"' $(CPPFLAGS) $(CFLAGS)
+	-DLIBEXECDIR='"$(libexecdir)"' -DORCHESTRATE_VERSION='"$(VERSION)"' $(CPPFLAGS) $(CFLAGS)
 ALL_LDFLAGS = $(LDFLAGS)
 ifneq ($(SANITIZE),)
 ALL_CFLAGS += -fsanitize=$(SANITIZE) -fno-sanitize-recover=all -fno-omit-frame-pointer
@@ -68,7 +72,14 @@ LIB_OBJS = \
 	orchestrate/render.o \
 	orchestrate/config.o \
 	orchestrate/options.o \
-	orchestrate/netif.o
+	orchestrate/netif.o \
+	orchestrate/strv.o \
+	orchestrate/clock.o \
+	orchestrate/fileio.o \
+	orchestrate/address.o \
+	orchestrate/local.o \
+	orchestrate/fleet_wait.o \
+	orchestrate/utf8.o
 
 CLI_OBJS = \
 	orchestrate/cli.o \
@@ -94,7 +105,9 @@ UNIT_TESTS = \
 	tests/unit/test_etcd_json \
 	tests/unit/test_config \
 	tests/unit/test_render \
-	tests/unit/test_hook
+	tests/unit/test_hook \
+	tests/unit/test_local \
+	tests/unit/test_etcd_range
 
 # The binaries go to bin/: orchestrate/ is the source folder, and a file cannot
 # share its name at the top of the tree.
@@ -160,6 +173,9 @@ demo: all
 lint-man:
 	mandoc -Tlint -Wwarning man/*.[158]
 
+print-version:
+	@echo $(VERSION)
+
 # libFuzzer targets (tests/fuzz/*.c) over the decoders of what comes from outside:
 # gateway replies, watch frames, the config file, names and service values.  The
 # library is built again with clang and the sanitizers into tests/fuzz/build/;
@@ -173,6 +189,7 @@ FUZZ_BUILD = tests/fuzz/build
 FUZZ_SAN = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 # clang does not see that a va_list format comes from a format-checked caller.
 FUZZ_CFLAGS = -std=gnu11 $(WARNINGS) -Wno-format-nonliteral -Iinclude $(PKG_CFLAGS) -DLIBEXECDIR='"$(libexecdir)"' \
+	-DORCHESTRATE_VERSION='"$(VERSION)"' \
 	-g -O1 $(FUZZ_SAN)
 FUZZ_LIB_OBJS = $(patsubst orchestrate/%.o,$(FUZZ_BUILD)/%.o,$(LIB_OBJS))
 
@@ -217,9 +234,11 @@ install: all
 		$(DESTDIR)$(libexecdir)/hooks/
 	sed 's|@libexecdir@|$(libexecdir)|g' hooks/validate >$(DESTDIR)$(libexecdir)/hooks/validate
 	chmod 0755 $(DESTDIR)$(libexecdir)/hooks/validate
-	install -m 0644 man/orchestrate.1 $(DESTDIR)$(mandir)/man1/
-	install -m 0644 man/orchestrate.conf.5 $(DESTDIR)$(mandir)/man5/
-	install -m 0644 man/orchestrated.8 $(DESTDIR)$(mandir)/man8/
+	for m in man/orchestrate.1:man1 man/orchestrate.conf.5:man5 man/orchestrated.8:man8; do \
+		sed 's/^\.Os.*/.Os orchestrate $(VERSION)/' $${m%%:*} \
+			>$(DESTDIR)$(mandir)/$${m##*:}/$$(basename $${m%%:*}) && \
+		chmod 0644 $(DESTDIR)$(mandir)/$${m##*:}/$$(basename $${m%%:*}) || exit 1; \
+	done
 	sed 's|@SBINDIR@|$(sbindir)|g' contrib/systemd/orchestrated.service.in \
 		> $(DESTDIR)$(unitdir)/orchestrated.service
 	chmod 0644 $(DESTDIR)$(unitdir)/orchestrated.service
@@ -236,7 +255,7 @@ clean:
 	rm -f $(PROGRAMS) liborchestrate.a orchestrate/*.o $(UNIT_TESTS) $(BUILD_FLAGS)
 	rm -rf tests/trash.* $(FUZZ_BUILD) bench/out.spawn_cost
 
-.PHONY: all check check-unit bench bench-spawn demo lint-man fuzz fuzz-build install clean FORCE
+.PHONY: all check check-unit bench bench-spawn demo lint-man print-version fuzz fuzz-build install clean FORCE
 FORCE:
 .DELETE_ON_ERROR:
 

@@ -27,7 +27,8 @@ static inline void fclosep(FILE **f) { if (*f) fclose(*f); }
 static inline void cJSON_Deletep(cJSON **j) { if (*j) cJSON_Delete(*j); }
 static inline void buf_releasep(struct buf *b) { buf_release(b); }
 
-/* Frees a NULL-terminated array of strings. */
+/* Frees a NULL-terminated array of strings and the array (strv.h builds
+ * them); NULL is fine. */
 void strv_free(char **v);
 static inline void strv_freep(char ***v) { strv_free(*v); }
 

@@ -81,6 +81,8 @@ struct etcd_kv_list {
 void etcd_kv_list_release(struct etcd_kv_list *l);
 static inline void etcd_kv_list_releasep(struct etcd_kv_list *l) { etcd_kv_list_release(l); }
 
+/* A new client; -EINVAL when there is no endpoint or one is not valid
+ * (etcd_endpoint_parse()). */
 int etcd_client_new(const struct etcd_options *opts, struct etcd_client **ret);
 struct etcd_client *etcd_client_free(struct etcd_client *c);
 static inline void etcd_client_freep(struct etcd_client **c) { if (*c) etcd_client_free(*c); }
@@ -90,8 +92,34 @@ const char *etcd_last_error(const struct etcd_client *c);
 /* The endpoint that answered last (or will be tried first). */
 const char *etcd_current_endpoint(const struct etcd_client *c);
 
-/* Maps an error code to the exit status of SPEC §3: 69 unreachable, 77 auth. */
-int etcd_error_exit_code(int r);
+/*
+ * Endpoints.  An endpoint is the URL of a member's gateway:
+ *
+ *   [http:// | https://] HOST [:PORT] [/PATH]
+ *
+ * with no scheme meaning http:// (so "127.0.0.1:2379" is http://127.0.0.1:2379);
+ * HOST a name or IPv4 address of [A-Za-z0-9._-], or an IPv6 address in
+ * brackets ("[::1]:2379"); PORT 1-65535 (none: the scheme's, 80 or 443);
+ * PATH, for a gateway behind a proxy, of [A-Za-z0-9._~/-].  No user
+ * ("user@host": use the client's user and password), query, fragment, space
+ * or control character.  This is the one rule for --etcd, --host/--port,
+ * ORCHESTRATE_ETCD and etcd.endpoints of the config file, checked before any
+ * request.
+ *
+ * etcd_endpoint_parse() checks the len bytes of text and returns the endpoint
+ * as the client uses it (scheme lower-case, trailing "/" dropped) in *ret, or
+ * -EINVAL with *ret_problem (static text: "port 99999 is not 1-65535") when
+ * it is not one.
+ */
+int etcd_endpoint_parse(const char *text, size_t len, char **ret, const char **ret_problem);
+/*
+ * Splits "URL,URL,..." (spaces around the commas allowed) and appends each
+ * endpoint, parsed, to the NULL-terminated vector (*v, *n) (strv.h).  On
+ * -EINVAL, *ret_bad (when not NULL) is a copy of the offending item (caller
+ * frees) and *ret_problem says what is wrong with it.
+ */
+int etcd_endpoints_parse(const char *text, char ***v, size_t *n, char **ret_bad,
+			 const char **ret_problem);
 
 /* --- ranges ---------------------------------------------------------------- */
 
@@ -129,8 +157,6 @@ int etcd_put(struct etcd_client *c, const char *key, const char *value, size_t v
 	     int64_t lease);
 /* Deletes one key; returns the number deleted (0 or 1). */
 int etcd_delete(struct etcd_client *c, const char *key);
-/* Deletes every key starting with prefix; returns the number deleted. */
-int etcd_delete_prefix(struct etcd_client *c, const char *prefix);
 
 /*
  * Transactions.  Build with etcd_txn_new() and the etcd_txn_*() helpers (each
@@ -145,16 +171,13 @@ struct etcd_txn *etcd_txn_new(void);
 struct etcd_txn *etcd_txn_free(struct etcd_txn *t);
 static inline void etcd_txn_freep(struct etcd_txn **t) { if (*t) etcd_txn_free(*t); }
 
-int etcd_txn_if_value(struct etcd_txn *t, const char *key, enum etcd_cmp cmp, const char *value);
 /* version 0 compares "the key does not exist". */
 int etcd_txn_if_version(struct etcd_txn *t, const char *key, enum etcd_cmp cmp, int64_t version);
 int etcd_txn_if_mod_revision(struct etcd_txn *t, const char *key, enum etcd_cmp cmp, int64_t rev);
-int etcd_txn_if_create_revision(struct etcd_txn *t, const char *key, enum etcd_cmp cmp, int64_t rev);
 /* on_success: the op runs when the compares hold; otherwise when they fail. */
 int etcd_txn_put(struct etcd_txn *t, bool on_success, const char *key, const char *value,
 		 int64_t lease);
 int etcd_txn_delete(struct etcd_txn *t, bool on_success, const char *key);
-int etcd_txn_delete_prefix(struct etcd_txn *t, bool on_success, const char *prefix);
 int etcd_txn_commit(struct etcd_client *c, struct etcd_txn *t, bool *ret_succeeded,
 		    int64_t *ret_revision);
 
@@ -245,8 +268,6 @@ int64_t etcd_watch_revision(const struct etcd_watch *w);
 int64_t etcd_watch_range_revision(const struct etcd_watch *w, size_t i);
 /* How many times streams were reconnected (for metrics and tests). */
 uint64_t etcd_client_reconnects(const struct etcd_client *c);
-/* How many HTTP requests were sent (for benchmarks). */
-uint64_t etcd_client_requests(const struct etcd_client *c);
 
 /* --- decoding (exposed for unit tests and fuzzing) ------------------------ */
 

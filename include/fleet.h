@@ -7,8 +7,10 @@
  * change that touches several keys is one txn, so that a reader never sees a host
  * in two states of one type, or under two running versions, or a current_version
  * without its previous_version.  Functions neither print nor exit; they return 0
- * (or a documented positive answer) or a negative errno-style code, and the
- * etcd client's etcd_last_error() says what failed.
+ * (or a documented positive answer) or a negative errno-style code, and
+ * fleet_last_error() (the etcd client's etcd_last_error()) says what failed when
+ * the code came from etcd.  The command line reaches etcd through this layer
+ * only: it never builds a key or calls the client itself.
  *
  * Names (hosts, versions, services, groups) must be validated by the caller with
  * schema_name_valid(); a function given an invalid name returns -EINVAL without
@@ -37,13 +39,17 @@ struct fleet {
 /* --- versions -------------------------------------------------------------- */
 
 /* Returns 1 and *ret_version when current_version is set, 0 when not.  A value
- * that is not a valid name is -EPROTO: an implausible answer is never a version. */
+ * that is not a valid name is -EBADMSG (and a reply the gateway never sends
+ * -EPROTO, as always): an implausible answer is never a version. */
 int fleet_current_version(struct fleet *f, char **ret_version, int64_t *ret_revision);
 /* Sets current_version and previous_version in one txn.  With if_current, only
- * when current_version still holds it (returns 1 when it did not, 0 when set). */
+ * when current_version still holds it (returns 1 when it did not, 0 when set).
+ * -EAGAIN when other writers won every one of a few attempts. */
 int fleet_trigger_update(struct fleet *f, const char *version, const char *if_current);
 /* current ← previous in one txn, guarded against a concurrent change.  Returns
- * 0 and *ret_version on success, 1 when there is nothing to roll back to. */
+ * 0 and *ret_version on success, 1 when there is nothing to roll back to,
+ * -EBADMSG when previous_version holds no valid version, -EBUSY when the
+ * versions changed meanwhile. */
 int fleet_rollback(struct fleet *f, char **ret_version);
 
 /* Puts running_version/VERSION/HOST under lease and deletes the host's entries
@@ -79,6 +85,11 @@ int fleet_get_status(struct fleet *f, const char *host, enum status_type type,
  * group is not NULL. */
 int fleet_register(struct fleet *f, const char *host, const char *group, const char *version,
 		   long pid, int64_t lease);
+/* Puts alive/HOST {"time","version","pid"} under lease alone: what a node
+ * calls when the version it runs changed (its run succeeded), so that
+ * alive/HOST and `status --json`'s alive_version say the version it runs. */
+int fleet_set_alive(struct fleet *f, const char *host, const char *version, long pid,
+		    int64_t lease);
 int fleet_provision(struct fleet *f, const char *host);
 /* Deletes every key of host in one txn; returns the number of keys deleted. */
 int fleet_decommission(struct fleet *f, const char *host);
@@ -218,5 +229,94 @@ static inline void fleet_view_releasep(struct fleet_view *v) { fleet_view_releas
 
 /* Unix time now (seconds); the value stored in "time" fields. */
 int64_t fleet_now(void);
+
+/* --- the connection, for the command line ------------------------------------ */
+
+/*
+ * Makes f a fleet on a new etcd client of opts, with prefix (NULL or "" for
+ * none; kept by pointer): -EINVAL when the options are not valid (an endpoint
+ * the client refuses, see etcd_endpoint_parse()), -ENOMEM.  The daemon makes
+ * its own client and fills struct fleet itself.
+ */
+int fleet_open(struct fleet *f, const struct etcd_options *opts, const char *prefix);
+/* Frees the client fleet_open() made; f is empty afterwards.  NULL is fine. */
+void fleet_close(struct fleet *f);
+/* What the last request to etcd failed on, one line ("etcd
+ * 'http://10.0.0.1:2379': connection refused"), to print after an error
+ * that came from etcd; NULL when f has no client. */
+const char *fleet_last_error(const struct fleet *f);
+
+/* Asks the cluster for its status: the etcd version of the member that
+ * answered, and that member's endpoint (both for the caller to free). */
+int fleet_ping(struct fleet *f, char **ret_server_version, char **ret_endpoint);
+/* A lease of ttl seconds for the keys a command puts on a host's behalf
+ * (update_own_info, publish_service --ttl), and its early end. */
+int fleet_lease_grant(struct fleet *f, int64_t ttl, int64_t *ret_lease);
+int fleet_lease_revoke(struct fleet *f, int64_t lease);
+
+/* --- failures ------------------------------------------------------------------ */
+
+/* What get_failures reports, from one view: the hosts failed in puppet, those
+ * failed in validation, and the unaccounted ones (provisioned, not alive),
+ * each a sorted NULL-terminated vector (never NULL) with its length. */
+struct fleet_failures {
+	char **puppet, **validation, **unaccounted;
+	size_t n_puppet, n_validation, n_unaccounted;
+};
+
+int fleet_view_failures(const struct fleet_view *v, struct fleet_failures *ret);
+void fleet_failures_release(struct fleet_failures *fl);
+static inline void fleet_failures_releasep(struct fleet_failures *fl) { fleet_failures_release(fl); }
+
+/* --- waiting (fleet_wait.c) ------------------------------------------------------ */
+
+/*
+ * The waiting commands (verify_hosts --wait, check_single_version --wait,
+ * wait_for_service) read the keys they need at one revision, and when the
+ * answer is not yes yet, follow an etcd watch from the next revision until it
+ * is, or until the deadline: never a polling loop.  A compacted revision reads
+ * again.  deadline_ms is a CLOCK_MONOTONIC millisecond (clock_deadline_ms()):
+ * CLOCK_DEADLINE_NOW looks once and does not wait, CLOCK_DEADLINE_NEVER waits
+ * for as long as it takes.
+ *
+ * Each returns 1 when the answer is yes, 0 when the deadline passed first (its
+ * out parameters then describe the last state seen), or a negative code.
+ * progress, when not NULL, is called with how far the answer is (have of want)
+ * after the first read and after each change of it.
+ */
+typedef void (*fleet_progress_fn)(size_t have, size_t want, void *userdata);
+
+/* Until every host of hosts (NULL-terminated, valid names; repeats count once)
+ * runs version.  *ret_missing: those that do not, in the order given (never
+ * NULL, empty on 1). */
+int fleet_wait_hosts_at_version(struct fleet *f, const char *version, char *const *hosts,
+				uint64_t deadline_ms, fleet_progress_fn progress, void *userdata,
+				char ***ret_missing);
+
+/* How many hosts run a version (check_single_version's answer). */
+struct fleet_version_count {
+	char *version;
+	size_t hosts;
+};
+void fleet_version_counts_free(struct fleet_version_count *counts, size_t n);
+
+/* Until version runs somewhere and no other version runs anywhere.  *ret_counts:
+ * the hosts of every running version, sorted by version (caller frees with
+ * fleet_version_counts_free()). */
+int fleet_wait_single_version(struct fleet *f, const char *version, uint64_t deadline_ms,
+			      fleet_progress_fn progress, void *userdata,
+			      struct fleet_version_count **ret_counts, size_t *ret_n);
+
+/* Until count hosts publish service (counting only healthy ones with healthy),
+ * as hiera_render() would show them: a host counts when its value is one the
+ * catalog decodes.  *ret_seen: how many hosts counted last. */
+int fleet_wait_service(struct fleet *f, const char *service, size_t count, bool healthy,
+		       uint64_t deadline_ms, fleet_progress_fn progress, void *userdata,
+		       size_t *ret_seen);
+
+/* Blocks until anything below the prefix changes after revision (status
+ * --watch); 0 then, or a negative code.  A compacted revision counts as a
+ * change: the caller reads everything again either way. */
+int fleet_wait_change(struct fleet *f, int64_t revision);
 
 #endif

@@ -25,6 +25,7 @@
 
 #include "buf.h"
 #include "etcd.h"
+#include "fileio.h"	/* file_write_atomic(), which installs the hiera file */
 
 struct catalog_entry {
 	char *service;
@@ -73,17 +74,5 @@ size_t catalog_count_hosts(const struct catalog *c, const char *service, bool he
 /* Renders the catalog (sorted first) as hiera YAML into out. */
 int hiera_render(struct catalog *c, struct buf *out);
 
-/*
- * Writes data to path atomically: a temporary file in the same directory, fsync,
- * rename over path, fsync of the directory.  The new file keeps the mode of the
- * file it replaces (default_mode when new).  When path already holds exactly these
- * bytes nothing is written and *ret_changed is false.  On any error the old file
- * is left as it was and no temporary file remains.
- */
-int file_write_atomic(const char *path, const void *data, size_t len, mode_t default_mode,
-		      bool *ret_changed);
-
-/* Reads a whole (small) file; -ENOENT when absent. */
-int file_read_all(const char *path, struct buf *out);
 
 #endif

@@ -17,7 +17,6 @@ enum log_target { LOG_TO_STDERR, LOG_TO_JOURNAL, LOG_TO_AUTO };
 
 void log_init(const char *progname, enum log_target target);
 void log_set_verbose(int level);
-int log_get_verbose(void);
 
 void log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_warnx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -29,7 +29,10 @@
  * Endpoints: --etcd URLS (comma-separated) wins over --host/--port (compatibility:
  * "http://H:N"; a missing half defaults to 127.0.0.1 or 2379), which win over
  * ORCHESTRATE_ETCD, then etcd.endpoints of the config file, then
- * http://127.0.0.1:2379.  An endpoint without "://" gets "http://" in front.
+ * http://127.0.0.1:2379.  Wherever it comes from, every endpoint is checked by
+ * the one rule of etcd_endpoint_parse() (etcd.h): no scheme means http://, a
+ * scheme other than http:// or https://, a bad host or a port outside 1-65535
+ * is refused here, before any request.
  *
  * Password: --password-file (its first line, the newline stripped) wins over
  * ORCHESTRATE_PASSWORD, which wins over etcd.password_file of the config file.
@@ -47,12 +50,8 @@
 
 #include "config.h"
 #include "etcd.h"
+#include "exitcode.h"	/* EXIT_USAGE and the others, for both programs */
 
-/* Exit codes of SPEC §3 (sysexits.h values). */
-#define EXIT_USAGE 64		/* EX_USAGE: bad usage, invalid name, bad config */
-#define EXIT_UNAVAILABLE 69	/* EX_UNAVAILABLE: etcd unreachable */
-#define EXIT_IOERR 74		/* EX_IOERR: cannot write standard output */
-#define EXIT_NOPERM 77		/* EX_NOPERM: authentication or permission refused */
 
 /* What the command line said; NULL, -1 or false when an option was not given. */
 struct global_options {

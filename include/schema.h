@@ -64,13 +64,13 @@ enum status_state status_from_result(enum status_type t, const char *result);
  * invalid or memory runs out.  The *_dir variants return the directory with a
  * trailing "/", for prefix ranges and watches.
  */
+char *key_root(const char *prefix);					/* P/: every key */
 char *key_current_version(const char *prefix);
 char *key_previous_version(const char *prefix);
 char *key_running_version_dir(const char *prefix);			/* P/running_version/ */
 char *key_running_version_version_dir(const char *prefix, const char *version);
 char *key_running_version(const char *prefix, const char *version, const char *host);
 char *key_status_dir(const char *prefix);				/* P/status/ */
-char *key_status_state_dir(const char *prefix, enum status_type t, enum status_state s);
 char *key_status(const char *prefix, enum status_type t, enum status_state s, const char *host);
 char *key_services_dir(const char *prefix);				/* P/available_services/ */
 char *key_service_dir(const char *prefix, const char *service);
@@ -81,6 +81,7 @@ char *key_rollout_policy(const char *prefix);
 char *key_rollout_holders_dir(const char *prefix);
 char *key_rollout_holder(const char *prefix, const char *host);
 char *key_groups_dir(const char *prefix);
+char *key_group_members_dir(const char *prefix, const char *group);	/* P/groups/GROUP/ */
 char *key_group_host(const char *prefix, const char *group, const char *host);
 char *key_pause_dir(const char *prefix);				/* P/pause/ */
 char *key_pause_global(const char *prefix);

@@ -1,5 +1,5 @@
 /*
- * buf.c — the growable buffer of buf.h, and the small string-vector helper.
+ * buf.c — the growable buffer of buf.h.
  *
  * Growth doubles the capacity so appending n bytes one at a time costs O(n).
  * The buffer always keeps one byte for the terminating NUL.
@@ -11,7 +11,6 @@
 #include <string.h>
 
 #include "buf.h"
-#include "cleanup.h"
 
 int buf_grow(struct buf *b, size_t extra)
 {
@@ -117,13 +116,4 @@ char *buf_detach(struct buf *b)
 	b->data = NULL;
 	b->len = b->cap = 0;
 	return s;
-}
-
-void strv_free(char **v)
-{
-	if (!v)
-		return;
-	for (char **p = v; *p; p++)
-		free(*p);
-	free(v);
 }

@@ -1,12 +1,20 @@
 /*
- * cli.h — what the command table in cli.c shares with the cmd_*.c files.
+ * cli.h — what the dispatcher (cli.c) shares with the command files (cmd_*.c).
  *
- * The dispatcher (cli.c) parses every option, checks the arity, handles help
- * and resolves the settings; a command function receives only its positional
- * arguments and a struct cli holding everything else, validates its names,
- * asks for the fleet (the etcd client is created lazily, after validation, so
- * that an invalid name never reaches a request), prints, and returns the exit
- * status.  Commands print their own errors through cli_error()/cli_etcd_error().
+ * Each command is declared in its own file, next to its function, as a struct
+ * command: its name, arity, synopsis, description and its own options (a
+ * struct cli_option table whose entries point at that file's variables, the
+ * arg_* of systemd's tools).  So a new flag is one line beside the command
+ * that reads it, and its help line is made from that same line.  cli.c lists
+ * the commands in its table, and does, once for all of them, what none should
+ * repeat: parse every option, check the arity, print help, resolve the
+ * settings.
+ *
+ * A command function receives only its positional arguments and a struct cli;
+ * it validates its names, asks for the fleet (the etcd client is created
+ * lazily, after validation, so that an invalid name never reaches a request),
+ * prints (through render.h), and returns the exit status.  It never calls the
+ * etcd client nor builds a key: that is fleet.h's job.
  */
 #ifndef ORCHESTRATE_CLI_H
 #define ORCHESTRATE_CLI_H
@@ -14,149 +22,118 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <cjson/cJSON.h>
 
-#include "etcd.h"
+#include "exitcode.h"
 #include "fleet.h"
-#include "hiera.h"
 #include "options.h"
 
-/* Every per-command option, parsed by the dispatcher into struct cli_args. */
-struct cli_args {
-	const char *if_current;		/* trigger_update --if-current OLD */
-	double wait;			/* --wait/--timeout SECONDS; -1: not given */
-	const char *detail;		/* update_own_status --detail */
-	long count;			/* wait_for_service --count, default 1 */
-	bool healthy;			/* wait_for_service --healthy */
-	struct catalog_entry *addresses;	/* publish_service --address (iface, address) */
-	size_t n_addresses;
-	long ttl;			/* publish_service --ttl; -1: none */
-	const char *output;		/* cache_services --output */
-	bool hosts;			/* get_failures --hosts */
-	const char *group;		/* pause/resume --group */
-	const char *host;		/* pause/resume --host */
-	const char *reason;		/* pause --reason */
-	long interval;			/* update_own_info --interval, -1: default */
-	const char *version;		/* update_own_info --version */
-	bool watch;			/* status --watch */
-	long max_parallel;		/* rollout_policy set --max-parallel; -1: not given */
-	long max_percent;		/* rollout_policy set --max-percent; -1: not given */
-	const char *groups;		/* rollout_policy set --groups G1,G2 */
+/* --- options of one command ---------------------------------------------------- */
+
+enum cli_option_kind {
+	CLI_OPT_FLAG,		/* bool *: set to true */
+	CLI_OPT_STRING,		/* const char **: the argument (points into argv) */
+	CLI_OPT_LONG,		/* long *: a whole number in [min, max] */
+	CLI_OPT_SECONDS,	/* double *: a number of seconds, 0 to 1e9 */
+	CLI_OPT_CALLBACK,	/* parse(name, arg, value): 0 or an exit status */
 };
 
-struct command;
+struct cli_option {
+	const char *name;		/* the long option, without "--" */
+	enum cli_option_kind kind;
+	void *value;			/* where the value goes */
+	long min, max;			/* CLI_OPT_LONG's range */
+	int (*parse)(const char *name, const char *arg, void *value);
+	const char *arg;		/* the argument's name in help ("OLD"); NULL: none */
+	const char *help;		/* for CMD -h; '\n' separates lines */
+};
+
+#define CLI_FLAG(n, v, h) { .name = (n), .kind = CLI_OPT_FLAG, .value = (v), .help = (h) }
+#define CLI_STRING(n, a, v, h) \
+	{ .name = (n), .kind = CLI_OPT_STRING, .value = (v), .arg = (a), .help = (h) }
+#define CLI_LONG(n, a, v, lo, hi, h)                                              \
+	{ .name = (n), .kind = CLI_OPT_LONG, .value = (v), .min = (lo), .max = (hi), \
+	  .arg = (a), .help = (h) }
+#define CLI_SECONDS(n, v, h) \
+	{ .name = (n), .kind = CLI_OPT_SECONDS, .value = (v), .arg = "SECONDS", .help = (h) }
+#define CLI_CALLBACK(n, a, fn, v, h)                                                  \
+	{ .name = (n), .kind = CLI_OPT_CALLBACK, .value = (v), .parse = (fn), .arg = (a), \
+	  .help = (h) }
+#define CLI_OPTIONS_END { .name = NULL }
+
+/* --- commands -------------------------------------------------------------------- */
+
+enum command_group { G_OPERATORS, G_NODES, G_CI, G_PUPPET, G_HUMANS, _G_MAX };
+
+struct cli;
+
+struct command {
+	const char *name;
+	int (*fn)(struct cli *cli, int argc, char **argv);
+	int min_args, max_args;		/* max -1: any number */
+	enum command_group group;
+	const struct cli_option *options;	/* NULL: none of its own */
+	const char *needs;		/* what the arity error says is missing */
+	const char *synopsis;		/* after "orchestrate " */
+	const char *description;	/* '\n' separates lines */
+	const char *help;		/* more lines for CMD -h (actions, -v), or NULL */
+};
 
 struct cli {
 	const struct command *cmd;
 	const char *name;		/* the command's name, for messages */
 	struct options_resolved *opt;
-	struct cli_args args;
-	struct etcd_client *etcd;	/* NULL until cli_fleet() */
-	struct fleet fleet;
+	struct fleet fleet;		/* .etcd NULL until cli_fleet() */
 };
 
-/* The etcd client and fleet, created on first use.  Returns 0 or an exit
+/* The fleet (and its etcd client), made on first use.  Returns 0 or an exit
  * status (having printed why). */
 int cli_fleet(struct cli *cli, struct fleet **ret);
 
-/* "orchestrate: MESSAGE" on stderr; returns status for `return cli_error(…)`. */
+/* "orchestrate: MESSAGE" on stderr, one line whatever the arguments hold
+ * (render_sanitize()); returns status, for `return cli_error(…)`. */
 int cli_error(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* A warning, "orchestrate: MESSAGE", control bytes escaped (one line). */
 void cli_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* Prints etcd's last error (prefixed by what, when not NULL) and returns the
- * exit status for r (69 unreachable, 77 refused, …). */
-int cli_etcd_error(struct cli *cli, int r, const char *what);
+
+/*
+ * The exit status for an error code of the library (SPEC §3): 77 refused
+ * (-EACCES), 64 a request refused as invalid (-EINVAL), 1 out of memory, 69
+ * for everything else (unreachable, a reply that makes no sense).
+ */
+int cli_exit_code(int r);
+/* Prints what failed ("WHAT: etcd 'http://…': connection refused"; what may be
+ * NULL) and returns cli_exit_code(r).  The words are etcd's last error when r
+ * came from etcd, else strerror's. */
+int cli_fleet_error(struct cli *cli, int r, const char *what);
 /* Checks a HOST/VERSION/SERVICE/GROUP argument: 0 when valid, else prints
  * "invalid KIND 'NAME': PROBLEM" and returns 64. */
 int cli_check_name(const char *kind, const char *name);
+/* Prints "write failure on standard output" for a render_*() error (or "out
+ * of memory") and returns the exit status; 0 when r is not an error. */
+int cli_output(int r);
 
-/* Prints a JSON document (one line) on stdout and frees it; 0 or 1 on ENOMEM. */
-int cli_print_json(cJSON *doc);
-/* cJSON_AddStringToObject, or null when s is NULL. */
-cJSON *cli_json_string_or_null(cJSON *obj, const char *name, const char *s);
-/* An array of strings from a NULL-terminated list. */
-cJSON *cli_json_strv(char *const *v);
-
-/* Reads and trims the local version file: 1 and *ret when it names a valid
- * version, 0 when absent or empty (or invalid, with a warning), or an exit
- * status > 1 after printing why it cannot be read. */
+/* The local version (local_version_read()): 1 and *ret when the file names a
+ * valid version, 0 when there is none (absent, blank, or invalid: then with a
+ * warning), or an exit status > 1 (66) after printing why it cannot be read. */
 int cli_local_version(struct cli *cli, char **ret);
 
-/* CLOCK_MONOTONIC in milliseconds, the clock of etcd_watch's deadlines. */
-uint64_t cli_now_ms(void);
-/* The deadline for a wait of secs seconds (< 0: none, returns 0). */
-uint64_t cli_deadline(double secs);
+/* Logs (-v) how far a wait is: "3 of 10 hosts at v2". */
+void cli_progress(size_t have, size_t want, void *what);
 
-/*
- * Waiting on a directory of keys: the set of keys below dir (suffixes, each
- * `components` valid names joined by '/'), with their values when wanted.  It
- * is read at one revision, then kept up to date from an etcd watch starting at
- * the next revision, until done() says yes or the deadline passes; a compacted
- * revision reads again.  Never a polling loop.
- */
-struct keyset {
-	char **keys;			/* suffixes below dir, e.g. "web1" or "v2/web1" */
-	char **values;
-	size_t n;
-	size_t cap;
-	size_t *index;			/* hash slots: position + 1, 0 empty */
-	size_t index_cap;		/* a power of two */
-};
-typedef bool (*keyset_done_fn)(const struct keyset *s, void *userdata);
-void keyset_release(struct keyset *s);
-/* Index of key in s, or -1. */
-long keyset_find(const struct keyset *s, const char *key);
-/* Adds key (value may be NULL) or replaces its value. */
-int keyset_put(struct keyset *s, const char *key, const char *value, size_t value_len);
-/*
- * Returns 1 when done() held, 0 when the deadline passed first (or deadline is
- * 0 and it did not hold at once: "check once"), or an exit status > 1 after
- * printing an etcd error.  *s holds the last state seen either way.
- * wait_forever makes a zero deadline mean "no deadline" instead.
- */
-int cli_wait_keyset(struct cli *cli, const char *dir, int components, bool values,
-		    uint64_t deadline_ms, bool wait_forever, keyset_done_fn done,
-		    void *userdata, struct keyset *s);
-
-/* Reads one name a line from f (blank lines and '#' comments skipped, spaces
- * trimmed) and appends them to a NULL-terminated list.  -errno on failure. */
-int cli_read_lines(FILE *f, char ***list, size_t *n);
-int cli_strv_push(char ***list, size_t *n, const char *s);
-bool cli_strv_contains(char *const *v, const char *s);
-
-/* --- the commands -------------------------------------------------------------- */
+/* --- the commands ------------------------------------------------------------------ */
 
 /* cmd_versions.c */
-int cmd_trigger_update(struct cli *cli, int argc, char **argv);
-int cmd_rollback(struct cli *cli, int argc, char **argv);
-int cmd_current_version(struct cli *cli, int argc, char **argv);
-int cmd_local_version(struct cli *cli, int argc, char **argv);
-int cmd_pending_update(struct cli *cli, int argc, char **argv);
-int cmd_update_own_info(struct cli *cli, int argc, char **argv);
-int cmd_running_versions(struct cli *cli, int argc, char **argv);
-int cmd_hosts_at_version(struct cli *cli, int argc, char **argv);
-int cmd_verify_hosts(struct cli *cli, int argc, char **argv);
-int cmd_check_single_version(struct cli *cli, int argc, char **argv);
-
+extern const struct command command_trigger_update, command_rollback,
+	command_current_version, command_local_version, command_pending_update,
+	command_update_own_info, command_running_versions, command_hosts_at_version,
+	command_verify_hosts, command_check_single_version;
 /* cmd_status.c */
-int cmd_update_own_status(struct cli *cli, int argc, char **argv);
-int cmd_get_failures(struct cli *cli, int argc, char **argv);
-int cmd_local_health(struct cli *cli, int argc, char **argv);
-int cmd_status(struct cli *cli, int argc, char **argv);
-int cmd_ping(struct cli *cli, int argc, char **argv);
-
+extern const struct command command_update_own_status, command_get_failures,
+	command_local_health, command_status, command_ping;
 /* cmd_services.c */
-int cmd_publish_service(struct cli *cli, int argc, char **argv);
-int cmd_unpublish_service(struct cli *cli, int argc, char **argv);
-int cmd_get_services(struct cli *cli, int argc, char **argv);
-int cmd_cache_services(struct cli *cli, int argc, char **argv);
-int cmd_wait_for_service(struct cli *cli, int argc, char **argv);
-
+extern const struct command command_publish_service, command_unpublish_service,
+	command_get_services, command_cache_services, command_wait_for_service;
 /* cmd_admin.c */
-int cmd_provision(struct cli *cli, int argc, char **argv);
-int cmd_decommission(struct cli *cli, int argc, char **argv);
-int cmd_pause(struct cli *cli, int argc, char **argv);
-int cmd_resume(struct cli *cli, int argc, char **argv);
-int cmd_rollout_policy(struct cli *cli, int argc, char **argv);
+extern const struct command command_provision, command_decommission, command_pause,
+	command_resume, command_rollout_policy;
 
 #endif

@@ -17,10 +17,20 @@
 #include "cli.h"
 #include "fleet.h"
 #include "log.h"
-#include "options.h"
+#include "render.h"
 #include "schema.h"
+#include "strv.h"
 
-int cmd_provision(struct cli *cli, int argc, char **argv)
+static const char *arg_group;
+static const char *arg_host;
+static const char *arg_reason;
+static long arg_max_parallel = -1;
+static long arg_max_percent = -1;
+static const char *arg_groups;
+
+/* --- provision, decommission ------------------------------------------------------- */
+
+static int cmd_provision(struct cli *cli, int argc, char **argv)
 {
 	struct fleet *f;
 	int r;
@@ -29,12 +39,19 @@ int cmd_provision(struct cli *cli, int argc, char **argv)
 		return r;
 	r = fleet_provision(f, argv[0]);
 	if (r < 0)
-		return cli_etcd_error(cli, r, "cannot provision");
+		return cli_fleet_error(cli, r, "cannot provision");
 	log_debug("'%s' provisioned", argv[0]);
 	return 0;
 }
 
-int cmd_decommission(struct cli *cli, int argc, char **argv)
+const struct command command_provision = {
+	.name = "provision", .fn = cmd_provision, .min_args = 1, .max_args = 1,
+	.group = G_OPERATORS, .needs = "a HOST",
+	.synopsis = "provision HOST",
+	.description = "mark HOST as expected (status/provisioned/success)",
+};
+
+static int cmd_decommission(struct cli *cli, int argc, char **argv)
 {
 	struct fleet *f;
 	int r;
@@ -43,30 +60,38 @@ int cmd_decommission(struct cli *cli, int argc, char **argv)
 		return r;
 	r = fleet_decommission(f, argv[0]);
 	if (r < 0)
-		return cli_etcd_error(cli, r, "cannot decommission");
+		return cli_fleet_error(cli, r, "cannot decommission");
 	printf("decommissioned %s: removed %d key%s\n", argv[0], r, r == 1 ? "" : "s");
 	return 0;
 }
 
+const struct command command_decommission = {
+	.name = "decommission", .fn = cmd_decommission, .min_args = 1, .max_args = 1,
+	.group = G_OPERATORS, .needs = "a HOST",
+	.synopsis = "decommission HOST",
+	.description = "remove every key of HOST in one transaction",
+};
+
+/* --- pause, resume -------------------------------------------------------------------- */
+
 /* --group G | --host H | neither (global); both is a usage error. */
 static int pause_scope(struct cli *cli, enum pause_scope *ret_scope, const char **ret_name)
 {
-	const struct cli_args *a = &cli->args;
 	int r;
 
-	if (a->group && a->host)
+	if (arg_group && arg_host)
 		return cli_error(EXIT_USAGE, "'%s' takes --group or --host, not both",
 				 cli->name);
-	if (a->group) {
-		if ((r = cli_check_name("group", a->group)))
+	if (arg_group) {
+		if ((r = cli_check_name("group", arg_group)))
 			return r;
 		*ret_scope = PAUSE_GROUP;
-		*ret_name = a->group;
-	} else if (a->host) {
-		if ((r = cli_check_name("host", a->host)))
+		*ret_name = arg_group;
+	} else if (arg_host) {
+		if ((r = cli_check_name("host", arg_host)))
 			return r;
 		*ret_scope = PAUSE_HOST;
-		*ret_name = a->host;
+		*ret_name = arg_host;
 	} else {
 		*ret_scope = PAUSE_GLOBAL;
 		*ret_name = NULL;
@@ -83,7 +108,7 @@ static const char *scope_text(enum pause_scope scope)
 	}
 }
 
-int cmd_pause(struct cli *cli, int argc, char **argv)
+static int cmd_pause(struct cli *cli, int argc, char **argv)
 {
 	enum pause_scope scope = PAUSE_GLOBAL;
 	const char *name = NULL;
@@ -92,14 +117,27 @@ int cmd_pause(struct cli *cli, int argc, char **argv)
 
 	if ((r = pause_scope(cli, &scope, &name)) || (r = cli_fleet(cli, &f)))
 		return r;
-	r = fleet_pause(f, scope, name, cli->args.reason);
+	r = fleet_pause(f, scope, name, arg_reason);
 	if (r < 0)
-		return cli_etcd_error(cli, r, "cannot pause");
+		return cli_fleet_error(cli, r, "cannot pause");
 	log_debug("paused %s%s%s", scope_text(scope), name ? " " : "", name ? name : "");
 	return 0;
 }
 
-int cmd_resume(struct cli *cli, int argc, char **argv)
+static const struct cli_option pause_options[] = {
+	CLI_STRING("group", "GROUP", &arg_group, "pause only the hosts of GROUP"),
+	CLI_STRING("host", "HOST", &arg_host, "pause only HOST"),
+	CLI_STRING("reason", "TEXT", &arg_reason, "why, shown by status and in the nodes' logs"),
+	CLI_OPTIONS_END,
+};
+
+const struct command command_pause = {
+	.name = "pause", .fn = cmd_pause, .group = G_OPERATORS, .options = pause_options,
+	.synopsis = "pause [--group GROUP | --host HOST] [--reason TEXT]",
+	.description = "stop config runs fleet-wide, for a group or for a host",
+};
+
+static int cmd_resume(struct cli *cli, int argc, char **argv)
 {
 	enum pause_scope scope = PAUSE_GLOBAL;
 	const char *name = NULL;
@@ -110,12 +148,24 @@ int cmd_resume(struct cli *cli, int argc, char **argv)
 		return r;
 	r = fleet_resume(f, scope, name);
 	if (r < 0)
-		return cli_etcd_error(cli, r, "cannot resume");
+		return cli_fleet_error(cli, r, "cannot resume");
 	if (r == 0)
 		log_debug("%s%s%s was not paused", scope_text(scope), name ? " " : "",
 			  name ? name : "");
 	return 0;
 }
+
+static const struct cli_option resume_options[] = {
+	CLI_STRING("group", "GROUP", &arg_group, "resume the hosts of GROUP"),
+	CLI_STRING("host", "HOST", &arg_host, "resume HOST"),
+	CLI_OPTIONS_END,
+};
+
+const struct command command_resume = {
+	.name = "resume", .fn = cmd_resume, .group = G_OPERATORS, .options = resume_options,
+	.synopsis = "resume [--group GROUP | --host HOST]",
+	.description = "allow config runs again (fleet-wide, for a group or for a host)",
+};
 
 /* --- rollout_policy ---------------------------------------------------------------------- */
 
@@ -123,15 +173,9 @@ int cmd_resume(struct cli *cli, int argc, char **argv)
 static int policy_groups(const char *list, struct rollout_policy *p)
 {
 	_cleanup_(freep) char *copy = strdup(list);
-	size_t n = 1;
 	int r;
 
 	if (!copy)
-		return cli_error(1, "out of memory");
-	for (const char *c = list; *c; c++)
-		n += *c == ',';
-	p->groups = calloc(n + 1, sizeof(char *));
-	if (!p->groups)
 		return cli_error(1, "out of memory");
 	/* strtok would skip empty items: "dc1,,dc2" is a typo worth refusing */
 	for (char *item = copy, *comma; item; item = comma ? comma + 1 : NULL) {
@@ -140,29 +184,10 @@ static int policy_groups(const char *list, struct rollout_policy *p)
 			*comma = '\0';
 		if ((r = cli_check_name("group", item)))
 			return r;
-		for (size_t i = 0; i < p->n_groups; i++)
-			if (strcmp(p->groups[i], item) == 0)
-				return cli_error(EXIT_USAGE, "group '%s' is listed twice in --groups",
-						 item);
-		if (!(p->groups[p->n_groups++] = strdup(item)))
+		if (strv_contains(p->groups, item))
+			return cli_error(EXIT_USAGE, "group '%s' is listed twice in --groups", item);
+		if (strv_push(&p->groups, &p->n_groups, item) < 0)
 			return cli_error(1, "out of memory");
-	}
-	return 0;
-}
-
-static int policy_print(const struct rollout_policy *p)
-{
-	if (p->max_parallel > 0)
-		printf("max_parallel: %ld\n", p->max_parallel);
-	else if (p->max_percent > 0)
-		printf("max_percent: %g\n", p->max_percent);
-	else
-		printf("max_parallel: unlimited\n");
-	if (p->n_groups > 0) {
-		fputs("groups:", stdout);
-		for (size_t i = 0; i < p->n_groups; i++)
-			printf(" %s", p->groups[i]);
-		fputc('\n', stdout);
 	}
 	return 0;
 }
@@ -170,7 +195,7 @@ static int policy_print(const struct rollout_policy *p)
 static int policy_show(struct cli *cli, struct fleet *f)
 {
 	_cleanup_(rollout_policy_releasep) struct rollout_policy p = { 0 };
-	_cleanup_(freep) char *raw = NULL, *text = NULL;
+	_cleanup_(freep) char *raw = NULL;
 	int r = fleet_get_policy(f, &p, &raw);
 
 	if (r == -EPROTO)
@@ -178,22 +203,10 @@ static int policy_show(struct cli *cli, struct fleet *f)
 				 "max_parallel 1); replace it with 'rollout_policy set'",
 				 raw ? raw : "");
 	if (r < 0)
-		return cli_etcd_error(cli, r, "cannot read the rollout policy");
-	if (cli->opt->json) {
-		if (r == 0) {
-			puts("null");
-			return 0;
-		}
-		if (rollout_policy_encode(&p, &text) < 0)
-			return cli_error(1, "out of memory");
-		puts(text);
-		return 0;
-	}
-	if (r == 0) {
-		puts("no policy");
-		return 0;
-	}
-	return policy_print(&p);
+		return cli_fleet_error(cli, r, "cannot read the rollout policy");
+	if (cli->opt->json)
+		return cli_output(render_json_policy(stdout, r ? &p : NULL));
+	return cli_output(render_policy(stdout, r ? &p : NULL));
 }
 
 /*
@@ -201,12 +214,11 @@ static int policy_show(struct cli *cli, struct fleet *f)
  * Everything is checked before etcd is asked (a refused set writes nothing),
  * and the value is built by fleet.c with cJSON, never by hand.
  */
-int cmd_rollout_policy(struct cli *cli, int argc, char **argv)
+static int cmd_rollout_policy(struct cli *cli, int argc, char **argv)
 {
 	_cleanup_(rollout_policy_releasep) struct rollout_policy p = { 0 };
-	const struct cli_args *a = &cli->args;
 	const char *action = argc > 0 ? argv[0] : NULL;
-	bool has_options = a->max_parallel >= 0 || a->max_percent >= 0 || a->groups;
+	bool has_options = arg_max_parallel >= 0 || arg_max_percent >= 0 || arg_groups;
 	struct fleet *f;
 	int r;
 
@@ -217,15 +229,15 @@ int cmd_rollout_policy(struct cli *cli, int argc, char **argv)
 		return cli_error(EXIT_USAGE, "--max-parallel, --max-percent and --groups go with "
 				 "'rollout_policy set'");
 	if (action && strcmp(action, "set") == 0) {
-		if (a->max_parallel >= 0 && a->max_percent >= 0)
+		if (arg_max_parallel >= 0 && arg_max_percent >= 0)
 			return cli_error(EXIT_USAGE, "'rollout_policy set' takes --max-parallel or "
 					 "--max-percent, not both");
 		if (!has_options)
 			return cli_error(EXIT_USAGE, "'rollout_policy set' needs --max-parallel, "
 					 "--max-percent or --groups (use 'clear' to remove the policy)");
-		p.max_parallel = a->max_parallel > 0 ? a->max_parallel : 0;
-		p.max_percent = a->max_percent > 0 ? (double)a->max_percent : 0;
-		if (a->groups && (r = policy_groups(a->groups, &p)))
+		p.max_parallel = arg_max_parallel > 0 ? arg_max_parallel : 0;
+		p.max_percent = arg_max_percent > 0 ? (double)arg_max_percent : 0;
+		if (arg_groups && (r = policy_groups(arg_groups, &p)))
 			return r;
 		const char *problem = rollout_policy_problem(&p);
 		if (problem)
@@ -239,13 +251,34 @@ int cmd_rollout_policy(struct cli *cli, int argc, char **argv)
 	if (strcmp(action, "clear") == 0) {
 		r = fleet_clear_policy(f);
 		if (r < 0)
-			return cli_etcd_error(cli, r, "cannot clear the rollout policy");
+			return cli_fleet_error(cli, r, "cannot clear the rollout policy");
 		log_debug(r ? "rollout policy cleared" : "there was no rollout policy");
 		return 0;
 	}
 	r = fleet_set_policy(f, &p);
 	if (r < 0)
-		return cli_etcd_error(cli, r, "cannot set the rollout policy");
+		return cli_fleet_error(cli, r, "cannot set the rollout policy");
 	log_debug("rollout policy set");
 	return 0;
 }
+
+static const struct cli_option rollout_policy_options[] = {
+	CLI_LONG("max-parallel", "N", &arg_max_parallel, 1, 1000000000,
+		 "at most N hosts (of one group, with --groups) at a time"),
+	CLI_LONG("max-percent", "P", &arg_max_percent, 1, 100,
+		 "at most P% (1-100) of the alive hosts (of one group)"),
+	CLI_STRING("groups", "G1,G2,...", &arg_groups,
+		   "one group at a time, in this order; hosts of no listed\n"
+		   "group go after the last one"),
+	CLI_OPTIONS_END,
+};
+
+const struct command command_rollout_policy = {
+	.name = "rollout_policy", .fn = cmd_rollout_policy, .max_args = 1, .group = G_OPERATORS,
+	.options = rollout_policy_options,
+	.synopsis = "rollout_policy [set [--max-parallel N | --max-percent P] [--groups G1,G2,...] | clear]",
+	.description = "show, set or clear the rollout policy: how many hosts apply an update at once,\n"
+		       "and the order of groups (a group starts when the earlier ones are done)",
+	.help = "  set                replace the policy with the options given (validated)\n"
+		"  clear              remove the policy: every host runs at once\n",
+};

@@ -6,7 +6,7 @@
  * The fleet-wide commands read everything at one revision with
  * fleet_view_read() and leave the layout of the output to render.c.  status
  * --watch redraws when etcd reports a change under the prefix, from the
- * revision it drew: a watch, never a timer.
+ * revision it drew: a watch (fleet_wait_change()), never a timer.
  */
 #define _GNU_SOURCE
 #include <ctype.h>
@@ -20,9 +20,14 @@
 #include "cli.h"
 #include "fleet.h"
 #include "log.h"
-#include "options.h"
 #include "render.h"
 #include "schema.h"
+
+static const char *arg_detail;
+static bool arg_hosts;
+static bool arg_watch;
+
+/* --- update_own_status -------------------------------------------------------------- */
 
 static bool is_integer(const char *s)
 {
@@ -46,7 +51,7 @@ static int state_exit_code(enum status_state s)
 	}
 }
 
-int cmd_update_own_status(struct cli *cli, int argc, char **argv)
+static int cmd_update_own_status(struct cli *cli, int argc, char **argv)
 {
 	_cleanup_(freep) char *local = NULL;
 	const char *type_name = argv[0], *result = argv[1];
@@ -74,22 +79,33 @@ int cmd_update_own_status(struct cli *cli, int argc, char **argv)
 	if ((r = cli_fleet(cli, &f)))
 		return r;
 	r = fleet_set_status(f, cli->opt->hostname, (enum status_type)type, state, local,
-			     exit_code, cli->args.detail);
+			     exit_code, arg_detail);
 	if (r < 0)
-		return cli_etcd_error(cli, r, "cannot set the status");
+		return cli_fleet_error(cli, r, "cannot set the status");
 	log_debug("'%s' %s: %s", cli->opt->hostname, type_name, status_state_name(state));
 	return 0;
 }
 
+static const struct cli_option update_own_status_options[] = {
+	CLI_STRING("detail", "TEXT", &arg_detail,
+		   "stored with the state (at most 4 KiB, the tail is kept)"),
+	CLI_OPTIONS_END,
+};
+
+const struct command command_update_own_status = {
+	.name = "update_own_status", .fn = cmd_update_own_status, .min_args = 2, .max_args = 2,
+	.group = G_NODES, .options = update_own_status_options, .needs = "a TYPE and a RESULT",
+	.synopsis = "update_own_status TYPE RESULT [--detail TEXT]",
+	.description = "set this host's state of TYPE (puppet, validation, provisioned) from RESULT,\n"
+		       "an exit code or a state name",
+};
+
 /* --- get_failures ---------------------------------------------------------------------- */
 
-int cmd_get_failures(struct cli *cli, int argc, char **argv)
+static int cmd_get_failures(struct cli *cli, int argc, char **argv)
 {
 	_cleanup_(fleet_view_releasep) struct fleet_view v = { 0 };
-	_cleanup_(strv_freep) char **puppet = NULL;
-	_cleanup_(strv_freep) char **validation = NULL;
-	_cleanup_(strv_freep) char **unaccounted = NULL;
-	size_t np = 0, nv = 0, nu = 0;
+	_cleanup_(fleet_failures_releasep) struct fleet_failures fl = { 0 };
 	struct fleet *f;
 	int r;
 
@@ -97,95 +113,68 @@ int cmd_get_failures(struct cli *cli, int argc, char **argv)
 		return r;
 	r = fleet_view_read(f, &v);
 	if (r < 0)
-		return cli_etcd_error(cli, r, "cannot read the fleet");
-	for (size_t i = 0; i < v.n; i++) {
-		const struct host_view *h = &v.hosts[i];
-		if ((h->puppet == STATE_FAILED && cli_strv_push(&puppet, &np, h->host) < 0) ||
-		    (h->validation == STATE_FAILED &&
-		     cli_strv_push(&validation, &nv, h->host) < 0) ||
-		    (h->provisioned == STATE_SUCCESS && !h->alive &&
-		     cli_strv_push(&unaccounted, &nu, h->host) < 0))
-			return cli_error(1, "out of memory");
-	}
-
-	if (cli->opt->json) {
-		cJSON *doc = cJSON_CreateObject();
-		cJSON *a = cli_json_strv(puppet), *b = cli_json_strv(validation),
-		      *c = cli_json_strv(unaccounted);
-		if (!doc || !a || !b || !c) {
-			cJSON_Delete(doc);
-			cJSON_Delete(a);
-			cJSON_Delete(b);
-			cJSON_Delete(c);
-			return cli_error(1, "out of memory");
-		}
-		cJSON_AddItemToObject(doc, "failed_puppet", a);
-		cJSON_AddItemToObject(doc, "failed_validation", b);
-		cJSON_AddItemToObject(doc, "unaccounted", c);
-		if ((r = cli_print_json(doc)))
-			return r;
-	} else if (cli->args.hosts) {
-		for (size_t i = 0; i < np; i++)
-			printf("failed puppet %s\n", puppet[i]);
-		for (size_t i = 0; i < nv; i++)
-			printf("failed validation %s\n", validation[i]);
-		for (size_t i = 0; i < nu; i++)
-			printf("unaccounted %s\n", unaccounted[i]);
-	} else {
-		printf("failed puppet: %zu\nfailed validation: %zu\nunaccounted: %zu\n", np, nv,
-		       nu);
-	}
-	return np + nv + nu ? 1 : 0;
+		return cli_fleet_error(cli, r, "cannot read the fleet");
+	if ((r = fleet_view_failures(&v, &fl)) < 0)
+		return cli_error(1, "out of memory");
+	if (cli->opt->json)
+		r = render_json_failures(stdout, &fl);
+	else
+		r = render_failures(stdout, &fl, arg_hosts);
+	if ((r = cli_output(r)))
+		return r;
+	return fl.n_puppet + fl.n_validation + fl.n_unaccounted ? 1 : 0;
 }
+
+static const struct cli_option get_failures_options[] = {
+	CLI_FLAG("hosts", &arg_hosts,
+		 "list them, one \"failed puppet HOST\", \"failed validation HOST\"\n"
+		 "or \"unaccounted HOST\" a line"),
+	CLI_OPTIONS_END,
+};
+
+const struct command command_get_failures = {
+	.name = "get_failures", .fn = cmd_get_failures, .group = G_CI,
+	.options = get_failures_options,
+	.synopsis = "get_failures [--hosts]",
+	.description = "count hosts failed in puppet or validation, and unaccounted hosts;\n"
+		       "exit 0 when there are none, 1 otherwise",
+};
 
 /* --- local_health ---------------------------------------------------------------------- */
 
-static const char *state_or_none(enum status_state s)
-{
-	return s == STATE_INVALID ? NULL : status_state_name(s);
-}
-
-int cmd_local_health(struct cli *cli, int argc, char **argv)
+static int cmd_local_health(struct cli *cli, int argc, char **argv)
 {
 	_cleanup_(freep) char *puppet_detail = NULL;
 	_cleanup_(freep) char *validation_detail = NULL;
-	enum status_state puppet, validation;
+	struct render_health h = { .host = cli->opt->hostname };
 	struct fleet *f;
 	int r;
 
 	if ((r = cli_fleet(cli, &f)))
 		return r;
-	r = fleet_get_status(f, cli->opt->hostname, STATUS_PUPPET, &puppet, &puppet_detail);
+	r = fleet_get_status(f, h.host, STATUS_PUPPET, &h.puppet, &puppet_detail);
 	if (r >= 0)
-		r = fleet_get_status(f, cli->opt->hostname, STATUS_VALIDATION, &validation,
+		r = fleet_get_status(f, h.host, STATUS_VALIDATION, &h.validation,
 				     &validation_detail);
 	if (r < 0)
-		return cli_etcd_error(cli, r, "cannot read this host's status");
-
-	if (cli->opt->json) {
-		cJSON *doc = cJSON_CreateObject();
-		if (!doc || !cJSON_AddStringToObject(doc, "host", cli->opt->hostname) ||
-		    !cli_json_string_or_null(doc, "puppet", state_or_none(puppet)) ||
-		    !cli_json_string_or_null(doc, "validation", state_or_none(validation)) ||
-		    !cli_json_string_or_null(doc, "puppet_detail", puppet_detail) ||
-		    !cli_json_string_or_null(doc, "validation_detail", validation_detail)) {
-			cJSON_Delete(doc);
-			return cli_error(1, "out of memory");
-		}
-		if ((r = cli_print_json(doc)))
-			return r;
-	} else {
-		const char *p = state_or_none(puppet), *v = state_or_none(validation);
-		printf("puppet: %s\nvalidation: %s\n", p ? p : "none", v ? v : "none");
-		if (cli->opt->verbose > 0) {
-			if (puppet_detail && *puppet_detail)
-				printf("puppet detail:\n%s\n", puppet_detail);
-			if (validation_detail && *validation_detail)
-				printf("validation detail:\n%s\n", validation_detail);
-		}
-	}
-	return puppet == STATE_SUCCESS && validation == STATE_SUCCESS ? 0 : 1;
+		return cli_fleet_error(cli, r, "cannot read this host's status");
+	h.puppet_detail = puppet_detail;
+	h.validation_detail = validation_detail;
+	if (cli->opt->json)
+		r = render_json_health(stdout, &h);
+	else
+		r = render_health(stdout, &h, cli->opt->verbose > 0);
+	if ((r = cli_output(r)))
+		return r;
+	return h.puppet == STATE_SUCCESS && h.validation == STATE_SUCCESS ? 0 : 1;
 }
+
+const struct command command_local_health = {
+	.name = "local_health", .fn = cmd_local_health, .group = G_NODES,
+	.synopsis = "local_health [-v]",
+	.description = "print this host's puppet and validation states; exit 0 when both succeeded",
+	.help = "  -v                 print the detail stored with each state too\n",
+};
 
 /* --- status ------------------------------------------------------------------------------ */
 
@@ -193,44 +182,25 @@ static int status_draw(struct cli *cli, struct fleet *f, bool tty, int64_t *ret_
 {
 	_cleanup_(fleet_view_releasep) struct fleet_view v = { 0 };
 	int r = fleet_view_read(f, &v);
+
 	if (r < 0)
-		return cli_etcd_error(cli, r, "cannot read the fleet");
-	if (cli->args.watch && tty)
+		return cli_fleet_error(cli, r, "cannot read the fleet");
+	if (arg_watch && tty)
 		fputs("\033[H\033[2J", stdout);	/* home, clear screen */
 	if (cli->opt->json)
 		r = render_status_json(&v, stdout);
 	else
 		r = render_status_table(&v, stdout, tty && !getenv("NO_COLOR"), fleet_now());
-	if (r == -ENOMEM)
-		return cli_error(1, "out of memory");
-	if (r < 0 || fflush(stdout) != 0)
-		return cli_error(EXIT_IOERR, "write failure on standard output");
+	if (r >= 0 && fflush(stdout) != 0)
+		r = -EIO;
+	if ((r = cli_output(r)))
+		return r;
 	*ret_revision = v.revision;
 	return 0;
 }
 
-static int status_on_events(const struct etcd_event *events, size_t n, int64_t revision,
-			    void *userdata)
+static int cmd_status(struct cli *cli, int argc, char **argv)
 {
-	return n > 0 ? 1 : 0;
-}
-
-/* The directory every key of the layout lives in: "P/" ("" without prefix),
- * taken from schema.c's own spelling of P/current_version. */
-static char *prefix_root(const char *prefix)
-{
-	char *key = key_current_version(prefix);
-	if (!key)
-		return NULL;
-	size_t len = strlen(key), tail = strlen("current_version");
-	if (len >= tail && strcmp(key + len - tail, "current_version") == 0)
-		key[len - tail] = '\0';
-	return key;
-}
-
-int cmd_status(struct cli *cli, int argc, char **argv)
-{
-	_cleanup_(freep) char *root = NULL;
 	bool tty = isatty(STDOUT_FILENO);
 	int64_t revision = 0;
 	struct fleet *f;
@@ -238,23 +208,31 @@ int cmd_status(struct cli *cli, int argc, char **argv)
 
 	if ((r = cli_fleet(cli, &f)) || (r = status_draw(cli, f, tty, &revision)))
 		return r;
-	if (!cli->args.watch)
-		return 0;
-	if (!(root = prefix_root(cli->opt->prefix)))
-		return cli_error(1, "out of memory");
-	for (;;) {
-		r = etcd_watch(f->etcd, root, true, revision + 1, 0, status_on_events, NULL, NULL);
-		if (r < 0 && r != -ESTALE)
-			return cli_etcd_error(cli, r, "watch");
+	while (arg_watch) {
 		/* A change (or a compacted revision): read everything again. */
+		if ((r = fleet_wait_change(f, revision)) < 0)
+			return cli_fleet_error(cli, r, "watch");
 		if ((r = status_draw(cli, f, tty, &revision)))
 			return r;
 	}
+	return 0;
 }
+
+static const struct cli_option status_options[] = {
+	CLI_FLAG("watch", &arg_watch, "redraw on every change (an etcd watch, not a timer)"),
+	CLI_OPTIONS_END,
+};
+
+const struct command command_status = {
+	.name = "status", .fn = cmd_status, .group = G_HUMANS, .options = status_options,
+	.synopsis = "status [--watch]",
+	.description = "one row a host (version, puppet, validation, alive, group, age, and why it\n"
+		       "failed, waits or is paused), hosts behind the desired version first; then totals",
+};
 
 /* --- ping -------------------------------------------------------------------------------- */
 
-int cmd_ping(struct cli *cli, int argc, char **argv)
+static int cmd_ping(struct cli *cli, int argc, char **argv)
 {
 	_cleanup_(freep) char *version = NULL;
 	_cleanup_(freep) char *endpoint = NULL;
@@ -263,29 +241,22 @@ int cmd_ping(struct cli *cli, int argc, char **argv)
 
 	if ((r = cli_fleet(cli, &f)))
 		return r;
-	r = etcd_status(f->etcd, &version, &endpoint);
+	r = fleet_ping(f, &version, &endpoint);
 	if (r < 0) {
-		cli_etcd_error(cli, r, NULL);
-		if (cli->opt->json) {
-			cJSON *doc = cJSON_CreateObject();
-			if (doc && cJSON_AddNullToObject(doc, "endpoint") &&
-			    cJSON_AddNullToObject(doc, "version") &&
-			    cJSON_AddStringToObject(doc, "error", etcd_last_error(f->etcd)))
-				cli_print_json(doc);
-			else
-				cJSON_Delete(doc);
-		}
+		/* SPEC §3 gives ping its own code: 1, whatever failed */
+		cli_fleet_error(cli, r, NULL);
+		if (cli->opt->json && (r = cli_output(render_json_ping(stdout, NULL, NULL,
+									fleet_last_error(f)))))
+			return r;
 		return 1;
 	}
-	if (cli->opt->json) {
-		cJSON *doc = cJSON_CreateObject();
-		if (!doc || !cJSON_AddStringToObject(doc, "endpoint", endpoint) ||
-		    !cJSON_AddStringToObject(doc, "version", version)) {
-			cJSON_Delete(doc);
-			return cli_error(1, "out of memory");
-		}
-		return cli_print_json(doc);
-	}
-	printf("%s: etcd %s\n", endpoint, version);
-	return 0;
+	if (cli->opt->json)
+		return cli_output(render_json_ping(stdout, endpoint, version, NULL));
+	return cli_output(render_ping(stdout, endpoint, version));
 }
+
+const struct command command_ping = {
+	.name = "ping", .fn = cmd_ping, .group = G_HUMANS,
+	.synopsis = "ping",
+	.description = "check that etcd answers; print the member and its version; exit 1 when not",
+};

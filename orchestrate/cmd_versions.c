@@ -6,10 +6,9 @@
  *
  * Each command validates its names before it asks for the fleet, so an
  * invalid name never reaches a request, and leaves keys and request bodies to
- * schema.c and fleet.c.  The CI gates (verify_hosts, check_single_version) can
- * block with --wait: they read the running_version directory at one revision
- * and follow an etcd watch from the next (cli_wait_keyset), never a polling
- * loop.
+ * schema.c and fleet.c, output to render.c.  The CI gates (verify_hosts,
+ * check_single_version) can block with --wait on fleet.h's watch-based waits,
+ * never a polling loop.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -17,40 +16,52 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "cleanup.h"
 #include "cli.h"
+#include "clock.h"
+#include "fileio.h"
 #include "fleet.h"
-#include "hiera.h"
+#include "local.h"
 #include "log.h"
-#include "options.h"
 #include "render.h"
 #include "schema.h"
-
-/* EX_TEMPFAIL: another writer changed the versions meanwhile; try again. */
-#define EXIT_TEMPFAIL 75
+#include "strv.h"
 
 /* update_own_info's default --interval: the seed's five-minute cron period,
  * which gives the same 610 s lease as the daemon's --once runs. */
 #define DEFAULT_INTERVAL 300
 
+/* The options of this file's commands (one command runs per process). */
+static const char *arg_if_current;
+static const char *arg_version;
+static long arg_interval = DEFAULT_INTERVAL;
+static double arg_wait = -1;
+
+/* --wait SECONDS of the CI gates; without it they look once. */
+static uint64_t wait_deadline(void)
+{
+	return arg_wait < 0 ? CLOCK_DEADLINE_NOW : clock_deadline_ms(arg_wait);
+}
+
 /*
- * An -EPROTO from fleet.c is either a reply the gateway never sends or a
- * value that is not a version: both are an error, never an answer, so
- * neither may look like "none set" (exit 1) to a script.
+ * A read of a version that gave no version: the gateway's reply made no sense
+ * (-EPROTO, etcd's words say which), or etcd holds something that is not a
+ * version (-EBADMSG).  Both are errors, never an answer: neither may look like
+ * "none set" (exit 1) to a script.
  */
 static int version_read_error(struct cli *cli, int r, const char *what)
 {
-	if (r != -EPROTO)
-		return cli_etcd_error(cli, r, what);
-	const char *e = cli->etcd ? etcd_last_error(cli->etcd) : NULL;
-	if (e && strcmp(e, "etcd: no error") != 0)
-		return cli_etcd_error(cli, r, what);
-	return cli_error(etcd_error_exit_code(r), "%s: etcd holds no valid version there", what);
+	if (r == -EBADMSG)
+		return cli_error(EXIT_UNAVAILABLE, "%s: etcd holds no valid version there", what);
+	return cli_fleet_error(cli, r, what);
 }
 
-int cmd_trigger_update(struct cli *cli, int argc, char **argv)
+/* --- trigger_update ---------------------------------------------------------------- */
+
+static int cmd_trigger_update(struct cli *cli, int argc, char **argv)
 {
-	const char *version = argv[0], *old = cli->args.if_current;
+	const char *version = argv[0], *old = arg_if_current;
 	struct fleet *f;
 	int r;
 
@@ -64,12 +75,28 @@ int cmd_trigger_update(struct cli *cli, int argc, char **argv)
 		return cli_error(EXIT_TEMPFAIL, "current_version kept changing, not changed; "
 				 "try again");
 	if (r < 0)
-		return cli_etcd_error(cli, r, "cannot set current_version");
+		return cli_fleet_error(cli, r, "cannot set current_version");
 	log_debug("current_version set to '%s'", version);
 	return 0;
 }
 
-int cmd_rollback(struct cli *cli, int argc, char **argv)
+static const struct cli_option trigger_update_options[] = {
+	CLI_STRING("if-current", "OLD", &arg_if_current,
+		   "only if current_version is still OLD (compare-and-swap);\n"
+		   "exit 1 when it is not"),
+	CLI_OPTIONS_END,
+};
+
+const struct command command_trigger_update = {
+	.name = "trigger_update", .fn = cmd_trigger_update, .min_args = 1, .max_args = 1,
+	.group = G_OPERATORS, .options = trigger_update_options, .needs = "a VERSION",
+	.synopsis = "trigger_update VERSION [--if-current OLD]",
+	.description = "set the desired version (and previous_version) in one transaction",
+};
+
+/* --- rollback ---------------------------------------------------------------------- */
+
+static int cmd_rollback(struct cli *cli, int argc, char **argv)
 {
 	_cleanup_(freep) char *version = NULL;
 	struct fleet *f;
@@ -90,7 +117,15 @@ int cmd_rollback(struct cli *cli, int argc, char **argv)
 	return 0;
 }
 
-int cmd_current_version(struct cli *cli, int argc, char **argv)
+const struct command command_rollback = {
+	.name = "rollback", .fn = cmd_rollback, .group = G_OPERATORS,
+	.synopsis = "rollback",
+	.description = "set the desired version back to previous_version; exit 1 when there is none",
+};
+
+/* --- current_version ---------------------------------------------------------------- */
+
+static int cmd_current_version(struct cli *cli, int argc, char **argv)
 {
 	_cleanup_(freep) char *version = NULL;
 	struct fleet *f;
@@ -101,58 +136,45 @@ int cmd_current_version(struct cli *cli, int argc, char **argv)
 	r = fleet_current_version(f, &version, NULL);
 	if (r < 0)
 		return version_read_error(cli, r, "cannot read current_version");
-	if (cli->opt->json) {
-		cJSON *doc = cJSON_CreateObject();
-		if (!doc || !cli_json_string_or_null(doc, "current_version", version)) {
-			cJSON_Delete(doc);
-			return cli_error(1, "out of memory");
-		}
-		if ((r = cli_print_json(doc)))
-			return r;
-	} else if (version) {
+	if (cli->opt->json && (r = cli_output(render_json_version(stdout, "current_version",
+								 version))))
+		return r;
+	if (!cli->opt->json && version)
 		printf("%s\n", version);
-	}
-	if (!version) {
-		if (!cli->opt->json)
-			log_debug("no current_version set");
-		return 1;
-	}
-	return 0;
+	if (!version)
+		log_debug("no current_version set");
+	return version ? 0 : 1;
 }
 
-int cmd_local_version(struct cli *cli, int argc, char **argv)
+const struct command command_current_version = {
+	.name = "current_version", .fn = cmd_current_version, .group = G_OPERATORS,
+	.synopsis = "current_version",
+	.description = "print the desired version; exit 1 when none is set",
+};
+
+/* --- local_version ------------------------------------------------------------------ */
+
+static int cmd_local_version(struct cli *cli, int argc, char **argv)
 {
+	_cleanup_(freep) char *version = NULL;
 	const char *path = cli->opt->local_version_file;
 	int r;
 
 	if (argc == 1) {
-		_cleanup_(buf_releasep) struct buf b = BUF_INIT;
-		bool changed = false;
-
 		if ((r = cli_check_name("version", argv[0])))
 			return r;
-		if (buf_printf(&b, "%s\n", argv[0]) < 0)
-			return cli_error(1, "out of memory");
-		r = file_write_atomic(path, b.data, b.len, 0644, &changed);
+		r = local_version_write(path, argv[0]);
 		if (r < 0)
 			return cli_error(EXIT_IOERR, "cannot write local version file '%s': %s",
 					 path, strerror(-r));
-		log_debug("local version file '%s' %s", path, changed ? "written" : "unchanged");
+		log_debug("local version file '%s' %s", path, r ? "written" : "unchanged");
 		return 0;
 	}
-
-	_cleanup_(freep) char *version = NULL;
 	r = cli_local_version(cli, &version);
 	if (r > 1)
 		return r;
-	if (cli->opt->json) {
-		cJSON *doc = cJSON_CreateObject();
-		if (!doc || !cli_json_string_or_null(doc, "local_version", version)) {
-			cJSON_Delete(doc);
-			return cli_error(1, "out of memory");
-		}
-		return cli_print_json(doc);
-	}
+	if (cli->opt->json)
+		return cli_output(render_json_version(stdout, "local_version", version));
 	if (version)
 		printf("%s\n", version);
 	else
@@ -160,13 +182,21 @@ int cmd_local_version(struct cli *cli, int argc, char **argv)
 	return 0;
 }
 
+const struct command command_local_version = {
+	.name = "local_version", .fn = cmd_local_version, .max_args = 1, .group = G_NODES,
+	.synopsis = "local_version [VERSION]",
+	.description = "print this host's local version file, or set it to VERSION",
+};
+
+/* --- pending_update ------------------------------------------------------------------ */
+
 /*
  * pending_update's table (SPEC §3): 0 update pending; 1 up to date; 2 etcd
  * unreachable but the local version is known; 3 no desired version set, or etcd
  * unreachable and no local version.  An authentication failure is not
  * "unreachable": it exits 77 so that a misconfigured node is noticed.
  */
-int cmd_pending_update(struct cli *cli, int argc, char **argv)
+static int cmd_pending_update(struct cli *cli, int argc, char **argv)
 {
 	_cleanup_(freep) char *local = NULL;
 	_cleanup_(freep) char *desired = NULL;
@@ -182,18 +212,18 @@ int cmd_pending_update(struct cli *cli, int argc, char **argv)
 		return r;
 	r = fleet_current_version(f, &desired, NULL);
 	if (r == -EACCES)
-		return cli_etcd_error(cli, r, "cannot read current_version");
+		return cli_fleet_error(cli, r, "cannot read current_version");
 	if (r == -ENOMEM)
 		return cli_error(1, "out of memory");
 	if (r < 0) {
 		/* Unreachable, or an answer that is not a version: either way the
 		 * desired version is unknown, which is never a reason to run. */
 		const char *why = "etcd unreachable";
-		if (r == -EPROTO) {
+		if (r == -EBADMSG || r == -EPROTO) {
 			cli_warn("current_version does not hold a valid version");
 			why = "desired version unreadable";
 		} else {
-			log_debug("%s", etcd_last_error(cli->etcd));
+			log_debug("%s", fleet_last_error(f));
 		}
 		reachable = false;
 		desired = NULL;
@@ -214,30 +244,28 @@ int cmd_pending_update(struct cli *cli, int argc, char **argv)
 	if (r < 0)
 		return cli_error(1, "out of memory");
 
-	if (cli->opt->json) {
-		cJSON *doc = cJSON_CreateObject();
-		if (!doc || !cli_json_string_or_null(doc, "local", local) ||
-		    !cli_json_string_or_null(doc, "desired", desired) ||
-		    !cJSON_AddBoolToObject(doc, "pending", status == 0) ||
-		    !cJSON_AddBoolToObject(doc, "reachable", reachable) ||
-		    !cJSON_AddStringToObject(doc, "message", buf_str(&line))) {
-			cJSON_Delete(doc);
-			return cli_error(1, "out of memory");
-		}
-		if ((r = cli_print_json(doc)))
-			return r;
-	} else {
+	if (cli->opt->json)
+		r = cli_output(render_json_pending(stdout, local, desired, status == 0, reachable,
+						   buf_str(&line)));
+	else
 		printf("%s\n", buf_str(&line));
-	}
-	return status;
+	return r ? r : status;
 }
 
-int cmd_update_own_info(struct cli *cli, int argc, char **argv)
+const struct command command_pending_update = {
+	.name = "pending_update", .fn = cmd_pending_update, .group = G_NODES,
+	.synopsis = "pending_update",
+	.description = "compare the local and the desired version; exit 0 update pending, 1 up to date,\n"
+		       "2 etcd unreachable (local version known), 3 no desired version or nothing known",
+};
+
+/* --- update_own_info ------------------------------------------------------------------ */
+
+static int cmd_update_own_info(struct cli *cli, int argc, char **argv)
 {
 	_cleanup_(freep) char *local = NULL;
-	const char *version = cli->args.version;
-	long interval = cli->args.interval > 0 ? cli->args.interval : DEFAULT_INTERVAL;
-	int64_t lease = 0;
+	const char *version = arg_version;
+	int64_t ttl = 2 * (int64_t)arg_interval + 10, lease = 0;
 	struct fleet *f;
 	int r;
 
@@ -257,22 +285,41 @@ int cmd_update_own_info(struct cli *cli, int argc, char **argv)
 	}
 	if ((r = cli_fleet(cli, &f)))
 		return r;
-	r = etcd_lease_grant(f->etcd, 2 * (int64_t)interval + 10, &lease);
+	r = fleet_lease_grant(f, ttl, &lease);
 	if (r < 0)
-		return cli_etcd_error(cli, r, "cannot grant a lease");
+		return cli_fleet_error(cli, r, "cannot grant a lease");
 	r = fleet_set_running_version(f, cli->opt->hostname, version, lease);
 	if (r < 0) {
-		int status = cli_etcd_error(cli, r, "cannot publish the running version");
+		int status = cli_fleet_error(cli, r, "cannot publish the running version");
 		/* Best effort: an unused lease would only expire later. */
-		etcd_lease_revoke(f->etcd, lease);
+		if (fleet_lease_revoke(f, lease) < 0)
+			log_debug("cannot revoke lease %lld, it expires by itself: %s",
+				  (long long)lease, fleet_last_error(f));
 		return status;
 	}
-	log_debug("'%s' published at '%s' for %ld s", cli->opt->hostname, version,
-		  2 * interval + 10);
+	log_debug("'%s' published at '%s' for %lld s", cli->opt->hostname, version,
+		  (long long)ttl);
 	return 0;
 }
 
-int cmd_running_versions(struct cli *cli, int argc, char **argv)
+static const struct cli_option update_own_info_options[] = {
+	CLI_STRING("version", "V", &arg_version,
+		   "the version to publish (default: the local version)"),
+	CLI_LONG("interval", "N", &arg_interval, 1, 10000000,
+		 "seconds between runs (default 300: lease 610 s)"),
+	CLI_OPTIONS_END,
+};
+
+const struct command command_update_own_info = {
+	.name = "update_own_info", .fn = cmd_update_own_info, .group = G_NODES,
+	.options = update_own_info_options,
+	.synopsis = "update_own_info [--version V] [--interval N]",
+	.description = "publish this host under running_version/V with a lease of 2N+10 seconds",
+};
+
+/* --- running_versions, hosts_at_version ------------------------------------------------- */
+
+static int cmd_running_versions(struct cli *cli, int argc, char **argv)
 {
 	_cleanup_(strv_freep) char **versions = NULL;
 	struct fleet *f;
@@ -282,23 +329,19 @@ int cmd_running_versions(struct cli *cli, int argc, char **argv)
 		return r;
 	r = fleet_running_versions(f, &versions);
 	if (r < 0)
-		return cli_etcd_error(cli, r, "cannot read running versions");
-	if (cli->opt->json) {
-		cJSON *doc = cJSON_CreateObject();
-		cJSON *list = cli_json_strv(versions);
-		if (!doc || !list || !cJSON_AddItemToObject(doc, "running_versions", list)) {
-			cJSON_Delete(doc);
-			cJSON_Delete(list);
-			return cli_error(1, "out of memory");
-		}
-		return cli_print_json(doc);
-	}
-	if (render_lines(versions, stdout) < 0)
-		return cli_error(EXIT_IOERR, "write failure on standard output");
-	return 0;
+		return cli_fleet_error(cli, r, "cannot read running versions");
+	if (cli->opt->json)
+		return cli_output(render_json_names(stdout, NULL, "running_versions", versions));
+	return cli_output(render_lines(versions, stdout));
 }
 
-int cmd_hosts_at_version(struct cli *cli, int argc, char **argv)
+const struct command command_running_versions = {
+	.name = "running_versions", .fn = cmd_running_versions, .group = G_CI,
+	.synopsis = "running_versions",
+	.description = "print every version some host runs, one a line",
+};
+
+static int cmd_hosts_at_version(struct cli *cli, int argc, char **argv)
 {
 	_cleanup_(strv_freep) char **hosts = NULL;
 	struct fleet *f;
@@ -308,199 +351,129 @@ int cmd_hosts_at_version(struct cli *cli, int argc, char **argv)
 		return r;
 	r = fleet_hosts_at_version(f, argv[0], &hosts, NULL);
 	if (r < 0)
-		return cli_etcd_error(cli, r, "cannot read hosts at version");
-	if (cli->opt->json) {
-		cJSON *doc = cJSON_CreateObject();
-		cJSON *list = cli_json_strv(hosts);
-		if (!doc || !list || !cJSON_AddStringToObject(doc, "version", argv[0]) ||
-		    !cJSON_AddItemToObject(doc, "hosts", list)) {
-			cJSON_Delete(doc);
-			cJSON_Delete(list);
-			return cli_error(1, "out of memory");
-		}
-		return cli_print_json(doc);
-	}
-	if (render_lines(hosts, stdout) < 0)
-		return cli_error(EXIT_IOERR, "write failure on standard output");
-	return 0;
+		return cli_fleet_error(cli, r, "cannot read hosts at version");
+	if (cli->opt->json)
+		return cli_output(render_json_names(stdout, argv[0], "hosts", hosts));
+	return cli_output(render_lines(hosts, stdout));
 }
 
-/* --- verify_hosts ------------------------------------------------------------------ */
+const struct command command_hosts_at_version = {
+	.name = "hosts_at_version", .fn = cmd_hosts_at_version, .min_args = 1, .max_args = 1,
+	.group = G_CI, .needs = "a VERSION",
+	.synopsis = "hosts_at_version VERSION",
+	.description = "print the hosts running VERSION, one a line",
+};
 
-static bool all_hosts_present(const struct keyset *s, void *userdata)
-{
-	const struct keyset *wanted = userdata;
-	/* The set holds only hosts at the version: fewer than wanted can't do. */
-	if (s->n < wanted->n)
-		return false;
-	for (size_t i = 0; i < wanted->n; i++)
-		if (keyset_find(s, wanted->keys[i]) < 0)
-			return false;
-	return true;
-}
+/* --- verify_hosts ------------------------------------------------------------------------ */
 
-/* Adds each name to the wanted set once, keeping the first spelling's order. */
-static int want_hosts(struct keyset *wanted, char **names, size_t n)
+/* The hosts to check: the arguments, or one a line on stdin (the list-file
+ * rule of strv_push_lines(): '#' comments, blank lines skipped). */
+static int wanted_hosts(int argc, char **argv, char ***ret)
 {
-	for (size_t i = 0; i < n; i++) {
-		int r = cli_check_name("host", names[i]);
-		if (r)
-			return r;
-		if (keyset_put(wanted, names[i], NULL, 0) < 0)
-			return cli_error(1, "out of memory");
-	}
-	return 0;
-}
-
-int cmd_verify_hosts(struct cli *cli, int argc, char **argv)
-{
-	_cleanup_(keyset_release) struct keyset wanted = { 0 };
-	_cleanup_(keyset_release) struct keyset set = { 0 };
-	_cleanup_(freep) char *dir = NULL;
+	_cleanup_(strv_freep) char **hosts = NULL;
+	size_t n = 0;
 	int r;
 
-	if ((r = cli_check_name("version", argv[0])))
-		return r;
-	if (argc > 1) {
-		if ((r = want_hosts(&wanted, argv + 1, (size_t)argc - 1)))
-			return r;
+	if (argc > 0) {
+		for (int i = 0; i < argc; i++)
+			if (strv_push(&hosts, &n, argv[i]) < 0)
+				return cli_error(1, "out of memory");
 	} else {
-		_cleanup_(strv_freep) char **lines = NULL;
-		size_t nl = 0;
-		r = cli_read_lines(stdin, &lines, &nl);
+		_cleanup_(buf_releasep) struct buf text = BUF_INIT;
+		r = fd_read_all(STDIN_FILENO, FILE_READ_MAX, &text);
+		if (r == 0)
+			r = strv_push_lines(&hosts, &n, text.data, text.len);
+		if (r == -ENOMEM)
+			return cli_error(1, "out of memory");
 		if (r < 0)
 			return cli_error(EXIT_USAGE, "cannot read hosts from standard input: %s",
 					 strerror(-r));
-		if ((r = want_hosts(&wanted, lines, nl)))
-			return r;
 	}
-	if (wanted.n == 0)
+	for (size_t i = 0; i < n; i++)
+		if ((r = cli_check_name("host", hosts[i])))
+			return r;
+	if (n == 0)
 		return cli_error(EXIT_USAGE, "'verify_hosts' needs at least one HOST "
 				 "(arguments or one a line on stdin)");
-
-	dir = key_running_version_version_dir(cli->opt->prefix, argv[0]);
-	if (!dir)
-		return cli_error(1, "out of memory");
-	r = cli_wait_keyset(cli, dir, 1, false, cli_deadline(cli->args.wait), false,
-			    all_hosts_present, &wanted, &set);
-	if (r > 1)
-		return r;
-
-	_cleanup_(strv_freep) char **missing = NULL;
-	size_t nm = 0;
-	for (size_t i = 0; i < wanted.n; i++)
-		if (keyset_find(&set, wanted.keys[i]) < 0 &&
-		    cli_strv_push(&missing, &nm, wanted.keys[i]) < 0)
-			return cli_error(1, "out of memory");
-
-	if (cli->opt->json) {
-		cJSON *doc = cJSON_CreateObject();
-		cJSON *list = cli_json_strv(missing);
-		if (!doc || !list || !cJSON_AddStringToObject(doc, "version", argv[0]) ||
-		    !cJSON_AddItemToObject(doc, "missing", list)) {
-			cJSON_Delete(doc);
-			cJSON_Delete(list);
-			return cli_error(1, "out of memory");
-		}
-		if ((r = cli_print_json(doc)))
-			return r;
-	} else if (render_lines(missing, stdout) < 0) {
-		return cli_error(EXIT_IOERR, "write failure on standard output");
-	}
-	return nm ? 1 : 0;
+	*ret = TAKE_PTR(hosts);
+	return 0;
 }
 
-/* --- check_single_version ------------------------------------------------------------ */
-
-/* The keyset holds "VERSION/HOST" suffixes below running_version/. */
-static bool only_version_runs(const struct keyset *s, void *userdata)
+static int cmd_verify_hosts(struct cli *cli, int argc, char **argv)
 {
-	const char *version = userdata;
-	size_t len = strlen(version);
-	if (s->n == 0)
-		return false;
-	for (size_t i = 0; i < s->n; i++)
-		if (strncmp(s->keys[i], version, len) != 0 || s->keys[i][len] != '/')
-			return false;
-	return true;
+	_cleanup_(strv_freep) char **hosts = NULL;
+	_cleanup_(strv_freep) char **missing = NULL;
+	_cleanup_(freep) char *what = NULL;
+	struct fleet *f;
+	int r, answer;
+
+	if ((r = cli_check_name("version", argv[0])) ||
+	    (r = wanted_hosts(argc - 1, argv + 1, &hosts)) || (r = cli_fleet(cli, &f)))
+		return r;
+	if (asprintf(&what, "hosts at %s", argv[0]) < 0)
+		return cli_error(1, "out of memory");
+	answer = fleet_wait_hosts_at_version(f, argv[0], hosts, wait_deadline(),
+					     cli_progress, what, &missing);
+	if (answer < 0)
+		return cli_fleet_error(cli, answer, "cannot read hosts at version");
+	if (cli->opt->json)
+		r = cli_output(render_json_names(stdout, argv[0], "missing", missing));
+	else
+		r = cli_output(render_lines(missing, stdout));
+	return r ? r : answer == 1 ? 0 : 1;
 }
 
-struct version_count {
-	char *version;
-	long hosts;
+static const struct cli_option verify_hosts_options[] = {
+	CLI_SECONDS("wait", &arg_wait,
+		    "block on an etcd watch until all are at VERSION or time runs out"),
+	CLI_OPTIONS_END,
 };
 
-static int compare_version_count(const void *a, const void *b)
+const struct command command_verify_hosts = {
+	.name = "verify_hosts", .fn = cmd_verify_hosts, .min_args = 1, .max_args = -1,
+	.group = G_CI, .options = verify_hosts_options, .needs = "a VERSION",
+	.synopsis = "verify_hosts VERSION [HOST ...] [--wait SECONDS]",
+	.description = "print the hosts (arguments, or one a line on stdin) not at VERSION;\n"
+		       "exit 0 when all are at VERSION, 1 otherwise",
+};
+
+/* --- check_single_version ------------------------------------------------------------------ */
+
+static int cmd_check_single_version(struct cli *cli, int argc, char **argv)
 {
-	return strcmp(((const struct version_count *)a)->version,
-		      ((const struct version_count *)b)->version);
-}
+	_cleanup_(freep) char *what = NULL;
+	struct fleet_version_count *counts = NULL;
+	size_t n = 0;
+	struct fleet *f;
+	int r, answer;
 
-int cmd_check_single_version(struct cli *cli, int argc, char **argv)
-{
-	_cleanup_(freep) char *dir = NULL;
-	_cleanup_(freep) struct version_count *counts = NULL;
-	struct keyset set = { 0 };
-	size_t nc = 0;
-	bool ok;
-	int r;
-
-	if ((r = cli_check_name("version", argv[0])))
+	if ((r = cli_check_name("version", argv[0])) || (r = cli_fleet(cli, &f)))
 		return r;
-	dir = key_running_version_dir(cli->opt->prefix);
-	if (!dir)
+	if (asprintf(&what, "hosts at %s", argv[0]) < 0)
 		return cli_error(1, "out of memory");
-	r = cli_wait_keyset(cli, dir, 2, false, cli_deadline(cli->args.wait), false,
-			    only_version_runs, argv[0], &set);
-	if (r > 1) {
-		keyset_release(&set);
-		return r;
-	}
-	ok = r == 1;
-
-	/* Hosts per version, for -v and --json. */
-	counts = calloc(set.n + 1, sizeof(*counts));
-	if (!counts) {
-		keyset_release(&set);
-		return cli_error(1, "out of memory");
-	}
-	for (size_t i = 0; i < set.n; i++) {
-		char *slash = strchr(set.keys[i], '/');
-		if (slash)
-			*slash = '\0';
-		size_t j;
-		for (j = 0; j < nc; j++)
-			if (strcmp(counts[j].version, set.keys[i]) == 0)
-				break;
-		if (j == nc)
-			counts[nc++].version = set.keys[i];
-		counts[j].hosts++;
-	}
-	qsort(counts, nc, sizeof(*counts), compare_version_count);
-
+	answer = fleet_wait_single_version(f, argv[0], wait_deadline(), cli_progress,
+					   what, &counts, &n);
+	if (answer < 0)
+		return cli_fleet_error(cli, answer, "cannot read running versions");
 	r = 0;
-	if (cli->opt->json) {
-		cJSON *doc = cJSON_CreateObject();
-		cJSON *running = cJSON_CreateObject();
-		bool oom = !doc || !running || !cJSON_AddStringToObject(doc, "version", argv[0]) ||
-			   !cJSON_AddBoolToObject(doc, "single", ok);
-		for (size_t j = 0; !oom && j < nc; j++)
-			oom = !cJSON_AddNumberToObject(running, counts[j].version,
-						       (double)counts[j].hosts);
-		if (oom || !cJSON_AddItemToObject(doc, "running_versions", running)) {
-			cJSON_Delete(doc);
-			cJSON_Delete(running);
-			r = cli_error(1, "out of memory");
-		} else {
-			r = cli_print_json(doc);
-		}
-	} else if (cli->opt->verbose > 0) {
-		for (size_t j = 0; j < nc; j++)
-			printf("%s: %ld host%s\n", counts[j].version, counts[j].hosts,
-			       counts[j].hosts == 1 ? "" : "s");
-	}
-	keyset_release(&set);
-	if (r)
-		return r;
-	return ok ? 0 : 1;
+	if (cli->opt->json)
+		r = cli_output(render_json_single_version(stdout, argv[0], answer == 1, counts, n));
+	else if (cli->opt->verbose > 0)
+		r = cli_output(render_version_counts(stdout, counts, n));
+	fleet_version_counts_free(counts, n);
+	return r ? r : answer == 1 ? 0 : 1;
 }
+
+static const struct cli_option check_single_version_options[] = {
+	CLI_SECONDS("wait", &arg_wait, "block on an etcd watch until it holds or time runs out"),
+	CLI_OPTIONS_END,
+};
+
+const struct command command_check_single_version = {
+	.name = "check_single_version", .fn = cmd_check_single_version, .min_args = 1,
+	.max_args = 1, .group = G_CI, .options = check_single_version_options,
+	.needs = "a VERSION",
+	.synopsis = "check_single_version VERSION [-v] [--wait SECONDS]",
+	.description = "exit 0 when VERSION runs somewhere and no other version runs anywhere",
+	.help = "  -v                 print every running version with its number of hosts\n",
+};

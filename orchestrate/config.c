@@ -26,7 +26,6 @@
  * exactly "true" or "false"; numbers and booleans are plain (unquoted) scalars;
  * tags, anchors, aliases and more than one document are refused.
  */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
 #include <stddef.h>
@@ -36,10 +35,14 @@
 #include <string.h>
 #include <yaml.h>
 
+#include "address.h"
 #include "buf.h"
 #include "cleanup.h"
 #include "config.h"
+#include "etcd.h"
+#include "fileio.h"
 #include "schema.h"
+#include "strv.h"
 
 #ifndef LIBEXECDIR
 #define LIBEXECDIR "/usr/local/lib/orchestrate"
@@ -570,100 +573,43 @@ static int scalar_bool(struct cparser *p, const yaml_event_t *ev, bool *ret)
 
 /* --- composite values --------------------------------------------------------- */
 
-/* A NULL-terminated string vector under construction. */
-struct strv_builder {
-	char **v;
-	size_t n, cap;
-};
-
-static void strv_builder_releasep(struct strv_builder *b)
-{
-	strv_free(b->v);
-}
-
-/* Takes s (freed on failure) and keeps the vector NULL-terminated. */
-static int strv_builder_push(struct strv_builder *b, char *s)
-{
-	if (b->n + 2 > b->cap) {
-		size_t cap = b->cap ? b->cap * 2 : 4;
-		char **v = realloc(b->v, cap * sizeof(char *));
-		if (!v) {
-			free(s);
-			return -ENOMEM;
-		}
-		b->v = v;
-		b->cap = cap;
-	}
-	b->v[b->n++] = s;
-	b->v[b->n] = NULL;
-	return 0;
-}
-
-static bool strv_builder_has(const struct strv_builder *b, const char *s)
-{
-	for (size_t i = 0; i < b->n; i++)
-		if (strcmp(b->v[i], s) == 0)
-			return true;
-	return false;
-}
-
-static bool endpoint_valid(const char *s, size_t len)
-{
-	size_t skip;
-	if (len > 7 && strncmp(s, "http://", 7) == 0)
-		skip = 7;
-	else if (len > 8 && strncmp(s, "https://", 8) == 0)
-		skip = 8;
-	else
-		return false;
-	for (size_t i = skip; i < len; i++)
-		if (s[i] == ' ' || s[i] == '\t' || (s[i] == '/' && i == skip))
-			return false;
-	return true;
-}
-
-/* Splits one scalar at commas into endpoints, each trimmed and checked. */
-static int endpoints_add(struct cparser *p, const yaml_event_t *ev, struct strv_builder *b)
+/*
+ * Splits one scalar at commas into endpoints, each checked and normalised by
+ * the etcd client's own rule (etcd_endpoints_parse()), so that an endpoint is
+ * the same on the command line and here: "127.0.0.1:2379" is
+ * http://127.0.0.1:2379 in both, "ftp://x" or port 99999 refused by both.
+ */
+static int endpoints_add(struct cparser *p, const yaml_event_t *ev, char ***v, size_t *n)
 {
 	_cleanup_(freep) char *s = NULL;
+	_cleanup_(freep) char *bad = NULL;
+	const char *problem = NULL;
 	int r = scalar_string(p, ev, "a URL or a list of URLs", &s);
 	if (r < 0)
 		return r;
 
-	for (const char *start = s;;) {
-		const char *comma = strchr(start, ',');
-		const char *end = comma ? comma : start + strlen(start);
-		while (start < end && (*start == ' ' || *start == '\t'))
-			start++;
-		while (end > start && (end[-1] == ' ' || end[-1] == '\t'))
-			end--;
-		if (!endpoint_valid(start, (size_t)(end - start))) {
-			_cleanup_(buf_releasep) struct buf v = BUF_INIT;
-			if (buf_add_quoted(&v, start, (size_t)(end - start)) < 0)
-				return -ENOMEM;
-			return fail_at(p, mark_line(&ev->start_mark),
-				       "expected an http:// or https:// URL, got %s", buf_str(&v));
-		}
-		char *e = strndup(start, (size_t)(end - start));
-		if (!e || strv_builder_push(b, e) < 0) {
-			p->oom = true;
+	r = etcd_endpoints_parse(s, v, n, &bad, &problem);
+	if (r == -EINVAL) {
+		_cleanup_(buf_releasep) struct buf q = BUF_INIT;
+		if (buf_add_quoted(&q, bad ? bad : "", bad ? strlen(bad) : 0) < 0)
 			return -ENOMEM;
-		}
-		if (!comma)
-			break;
-		start = comma + 1;
+		return fail_at(p, mark_line(&ev->start_mark), "invalid endpoint %s: %s",
+			       buf_str(&q), problem ? problem : "not a URL");
 	}
-	return 0;
+	if (r < 0)
+		p->oom = true;
+	return r;
 }
 
 static int parse_endpoints(struct cparser *p, const yaml_event_t *first, struct config *c)
 {
-	_cleanup_(strv_builder_releasep) struct strv_builder b = { NULL, 0, 0 };
+	_cleanup_(strv_freep) char **v = NULL;
 	_cleanup_(yaml_event_deletep) yaml_event_t ev = { 0 };
+	size_t n = 0;
 	int r;
 
 	if (first->type == YAML_SCALAR_EVENT) {
-		r = endpoints_add(p, first, &b);
+		r = endpoints_add(p, first, &v, &n);
 		if (r < 0)
 			return r;
 	} else if (first->type == YAML_SEQUENCE_START_EVENT) {
@@ -676,12 +622,12 @@ static int parse_endpoints(struct cparser *p, const yaml_event_t *first, struct 
 			if (event_is_null(&ev))
 				r = fail_value(p, &ev, "a URL");
 			else
-				r = endpoints_add(p, &ev, &b);
+				r = endpoints_add(p, &ev, &v, &n);
 			if (r < 0)
 				return r;
 			path_pop(p, saved);
 		}
-		if (b.n == 0)
+		if (n == 0)
 			return fail_at(p, mark_line(&first->start_mark),
 				       "expected at least one endpoint");
 	} else {
@@ -689,14 +635,15 @@ static int parse_endpoints(struct cparser *p, const yaml_event_t *first, struct 
 	}
 
 	strv_free(c->endpoints);
-	c->endpoints = TAKE_PTR(b.v);
+	c->endpoints = TAKE_PTR(v);
 	return 0;
 }
 
 static int parse_names(struct cparser *p, const yaml_event_t *first, char ***field)
 {
-	_cleanup_(strv_builder_releasep) struct strv_builder b = { NULL, 0, 0 };
+	_cleanup_(strv_freep) char **v = NULL;
 	_cleanup_(yaml_event_deletep) yaml_event_t ev = { 0 };
+	size_t n = 0;
 	int r;
 
 	if (first->type != YAML_SEQUENCE_START_EVENT)
@@ -712,22 +659,22 @@ static int parse_names(struct cparser *p, const yaml_event_t *first, char ***fie
 			return fail_value(p, &ev, "a service name");
 		if ((r = scalar_name(p, &ev, "service name", &s)) < 0)
 			return r;
-		if (strv_builder_has(&b, s)) {
+		if (strv_contains(v, s)) {
 			free(s);
 			return fail_at(p, mark_line(&ev.start_mark), "service listed twice");
 		}
-		if (strv_builder_push(&b, s) < 0) {
+		if (strv_consume(&v, &n, s) < 0) {
 			p->oom = true;
 			return -ENOMEM;
 		}
 		path_pop(p, saved);
 	}
-	if (!b.v && !(b.v = calloc(1, sizeof(char *)))) {
+	if (!v && !(v = calloc(1, sizeof(char *)))) {
 		p->oom = true;
 		return -ENOMEM;
 	}
 	strv_free(*field);
-	*field = TAKE_PTR(b.v);
+	*field = TAKE_PTR(v);
 	return 0;
 }
 
@@ -751,7 +698,6 @@ static int parse_addresses(struct cparser *p, const yaml_event_t *first, struct 
 	for (;;) {
 		_cleanup_(freep) char *iface = NULL;
 		_cleanup_(freep) char *address = NULL;
-		unsigned char bin[sizeof(struct in6_addr)];
 
 		if ((r = next_event(p, &ev)) < 0)
 			return r;
@@ -770,7 +716,7 @@ static int parse_addresses(struct cparser *p, const yaml_event_t *first, struct 
 			return r;
 		if ((r = scalar_string(p, &ev, "an IPv4 or IPv6 address", &address)) < 0)
 			return r;
-		if (inet_pton(AF_INET, address, bin) != 1 && inet_pton(AF_INET6, address, bin) != 1)
+		if (!address_valid(address))
 			return fail_value(p, &ev, "an IPv4 or IPv6 address");
 
 		struct config_address *a =
@@ -1129,51 +1075,24 @@ int config_parse(const char *text, size_t len, const char *name, struct config *
 	return 0;
 }
 
-static int error_errno(char **ret_error, const char *path, int err)
-{
-	if (ret_error) {
-		_cleanup_(buf_releasep) struct buf b = BUF_INIT;
-		if (buf_printf(&b, "%s: %s", path, strerror(err)) >= 0)
-			*ret_error = buf_detach(&b);
-	}
-	return -err;
-}
-
 int config_load(const char *path, bool missing_ok, struct config **ret, char **ret_error)
 {
-	_cleanup_(fclosep) FILE *f = NULL;
 	_cleanup_(buf_releasep) struct buf text = BUF_INIT;
+	_cleanup_(buf_releasep) struct buf msg = BUF_INIT;
+	int r;
 
 	*ret = NULL;
 	if (ret_error)
 		*ret_error = NULL;
-
-	f = fopen(path, "re");
-	if (!f) {
-		if (errno == ENOENT && missing_ok)
-			return config_new_default(ret);
-		return error_errno(ret_error, path, errno);
-	}
-	for (;;) {
-		if (buf_grow(&text, 65536) < 0)
-			return error_errno(ret_error, path, ENOMEM);
-		size_t n = fread(text.data + text.len, 1, text.cap - text.len - 1, f);
-		text.len += n;
-		text.data[text.len] = '\0';
-		if (text.len > CONFIG_FILE_MAX) {
-			if (ret_error) {
-				_cleanup_(buf_releasep) struct buf b = BUF_INIT;
-				if (buf_printf(&b, "%s: larger than %u bytes, refusing", path,
-					       CONFIG_FILE_MAX) >= 0)
-					*ret_error = buf_detach(&b);
-			}
-			return -EFBIG;
-		}
-		if (n == 0) {
-			if (ferror(f))
-				return error_errno(ret_error, path, errno ? errno : EIO);
-			break;
-		}
-	}
-	return config_parse(buf_str(&text), text.len, path, ret, ret_error);
+	r = file_read_max(path, CONFIG_FILE_MAX, &text);
+	if (r == -ENOENT && missing_ok)
+		return config_new_default(ret);
+	if (r >= 0)
+		return config_parse(buf_str(&text), text.len, path, ret, ret_error);
+	if (ret_error &&
+	    (r == -EFBIG ? buf_printf(&msg, "%s: larger than %zu bytes, refusing", path,
+				      (size_t)CONFIG_FILE_MAX)
+			 : buf_printf(&msg, "%s: %s", path, strerror(-r))) >= 0)
+		*ret_error = buf_detach(&msg);
+	return r;
 }

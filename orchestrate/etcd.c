@@ -13,17 +13,21 @@
  * One easy handle is reused for all unary calls so that consecutive requests
  * (a paged range, the reads of `status`) share one keep-alive connection.
  */
+#define _GNU_SOURCE	/* memmem */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
+#include "address.h"
 #include "base64.h"
 #include "cleanup.h"
 #include "etcd.h"
 #include "etcd_internal.h"
+#include "strv.h"
 
 #define DEFAULT_TIMEOUT_MS 5000
 /*
@@ -47,13 +51,6 @@ enum {
 	GRPC_UNAUTHENTICATED = 16,
 };
 
-uint64_t etcd_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 void etcd_set_error(struct etcd_client *c, const char *fmt, ...)
 {
 	va_list ap;
@@ -74,19 +71,142 @@ const char *etcd_current_endpoint(const struct etcd_client *c)
 }
 
 uint64_t etcd_client_reconnects(const struct etcd_client *c) { return c->reconnects; }
-uint64_t etcd_client_requests(const struct etcd_client *c) { return c->requests; }
 
-int etcd_error_exit_code(int r)
+/* --- endpoints --------------------------------------------------------------- */
+
+static bool host_char(char c)
 {
-	switch (r) {
-	case -EACCES:
-		return 77;	/* EX_NOPERM */
-	case -EINVAL:
-		return 64;	/* EX_USAGE */
-	default:
-		return 69;	/* EX_UNAVAILABLE */
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+	       c == '.' || c == '-' || c == '_';
+}
+
+static bool path_char(char c)
+{
+	return host_char(c) || c == '~' || c == '/';
+}
+
+/* Checks HOST[:PORT] of [s, e); NULL when fine, else the problem. */
+static const char *authority_problem(const char *s, const char *e)
+{
+	const char *colon = NULL;
+
+	if (s == e)
+		return "no host";
+	if (memchr(s, '@', (size_t)(e - s)))
+		return "a user in the URL is not allowed (use --user and a password file)";
+	if (*s == '[') {
+		const char *close = memchr(s, ']', (size_t)(e - s));
+		char v6[ADDRESS_TEXT_MAX + 1];
+		if (!close || (size_t)(close - s - 1) > ADDRESS_TEXT_MAX)
+			return "an IPv6 address in brackets is not closed";
+		memcpy(v6, s + 1, (size_t)(close - s - 1));
+		v6[close - s - 1] = '\0';
+		if (address_family(v6, NULL) != 6)
+			return "not an IPv6 address in brackets";
+		if (close + 1 < e && close[1] != ':')
+			return "unexpected text after the IPv6 address";
+		colon = close + 1 < e ? close + 1 : NULL;
+	} else {
+		const char *p, *c1 = memchr(s, ':', (size_t)(e - s));
+		if (c1 && memchr(c1 + 1, ':', (size_t)(e - c1 - 1)))
+			return "an IPv6 address needs brackets, as in http://[::1]:2379";
+		for (p = s; p < e && *p != ':'; p++)
+			if (!host_char(*p))
+				return "the host holds a character that no host name has";
+		if (p == s)
+			return "no host";
+		colon = p < e ? p : NULL;
+	}
+	if (colon) {
+		long port = 0;
+		if (colon + 1 == e)
+			return "empty port";
+		for (const char *p = colon + 1; p < e; p++) {
+			if (*p < '0' || *p > '9')
+				return "the port is not a number";
+			if (port <= 65535)
+				port = port * 10 + (*p - '0');
+		}
+		if (port < 1 || port > 65535)
+			return "the port is not 1-65535";
+	}
+	return NULL;
+}
+
+int etcd_endpoint_parse(const char *text, size_t len, char **ret, const char **ret_problem)
+{
+	_cleanup_(buf_releasep) struct buf b = BUF_INIT;
+	const char *end = text + len, *rest = text, *slash;
+	const char *problem = NULL;
+
+	*ret = NULL;
+	for (const char *p = text; p < end; p++)
+		if ((unsigned char)*p <= ' ' || *p == 0x7f)
+			problem = "contains a space or a control character";
+	const char *sep = len >= 3 ? memmem(text, len, "://", 3) : NULL;
+	if (problem) {
+		/* said above */
+	} else if (len == 0) {
+		problem = "empty";
+	} else if (sep) {
+		size_t slen = (size_t)(sep - text);
+		if (!((slen == 4 && strncasecmp(text, "http", 4) == 0) ||
+		      (slen == 5 && strncasecmp(text, "https", 5) == 0)))
+			problem = "the scheme is not http:// or https://";
+		else if (buf_add(&b, text, slen) < 0)
+			return -ENOMEM;
+		for (size_t i = 0; i < b.len; i++)
+			b.data[i] = (char)(b.data[i] | 0x20);	/* lower case */
+		rest = sep + 3;
+	} else if (buf_adds(&b, "http") < 0) {
+		return -ENOMEM;
+	}
+	if (!problem) {
+		slash = memchr(rest, '/', (size_t)(end - rest));
+		problem = authority_problem(rest, slash ? slash : end);
+		for (const char *p = slash; !problem && p && p < end; p++)
+			if (!path_char(*p))
+				problem = "the path holds a character that is not allowed (no query, no fragment)";
+	}
+	if (problem) {
+		if (ret_problem)
+			*ret_problem = problem;
+		return -EINVAL;
+	}
+	/* "http://h:2379/" and "http://h:2379" name the same member */
+	while (end > rest && end[-1] == '/')
+		end--;
+	if (buf_adds(&b, "://") < 0 || buf_add(&b, rest, (size_t)(end - rest)) < 0)
+		return -ENOMEM;
+	*ret = buf_detach(&b);
+	return *ret ? 0 : -ENOMEM;
+}
+
+int etcd_endpoints_parse(const char *text, char ***v, size_t *n, char **ret_bad,
+			 const char **ret_problem)
+{
+	for (const char *p = text;;) {
+		const char *comma = strchr(p, ',');
+		const char *s = p, *e = comma ? comma : p + strlen(p);
+		char *endpoint;
+		int r;
+
+		while (s < e && (*s == ' ' || *s == '\t'))
+			s++;
+		while (e > s && (e[-1] == ' ' || e[-1] == '\t'))
+			e--;
+		r = etcd_endpoint_parse(s, (size_t)(e - s), &endpoint, ret_problem);
+		if (r == -EINVAL && ret_bad)
+			*ret_bad = strndup(s, (size_t)(e - s));
+		if (r < 0 || (r = strv_consume(v, n, endpoint)) < 0)
+			return r;
+		if (!comma)
+			return 0;
+		p = comma + 1;
 	}
 }
+
+/* --- the client --------------------------------------------------------------- */
 
 static char *strdup_or_null(const char *s)
 {
@@ -107,13 +227,13 @@ int etcd_client_new(const struct etcd_options *o, struct etcd_client **ret)
 	if (!c->endpoints)
 		goto oom;
 	for (size_t i = 0; i < n; i++) {
-		/* "http://h:2379/" and "http://h:2379" name the same member. */
-		size_t len = strlen(o->endpoints[i]);
-		while (len > 0 && o->endpoints[i][len - 1] == '/')
-			len--;
-		c->endpoints[i] = strndup(o->endpoints[i], len);
-		if (!c->endpoints[i])
-			goto oom;
+		const char *problem;
+		int r = etcd_endpoint_parse(o->endpoints[i], strlen(o->endpoints[i]),
+					    &c->endpoints[i], &problem);
+		if (r < 0) {
+			etcd_client_free(c);
+			return r;
+		}
 	}
 	c->n_endpoints = n;
 	c->cacert = strdup_or_null(o->cacert);
@@ -210,12 +330,6 @@ int etcd_easy_setup(struct etcd_client *c, CURL *easy, const char *endpoint, con
 	if (c->key)
 		curl_easy_setopt(easy, CURLOPT_SSLKEY, c->key);
 	return 0;
-}
-
-bool etcd_curl_error_is_transport(CURLcode code)
-{
-	/* A write error is our own refusal (reply too large): not the network's. */
-	return code != CURLE_WRITE_ERROR && code != CURLE_OUT_OF_MEMORY;
 }
 
 static bool curl_error_is_tls_trust(CURLcode code)
@@ -640,6 +754,13 @@ int etcd_get(struct etcd_client *c, const char *key, struct etcd_kv *ret, int64_
 	return 1;
 }
 
+/* Empties a range read that failed half-way and returns r. */
+static int range_fail(struct etcd_kv_list *l, int r)
+{
+	etcd_kv_list_release(l);
+	return r;
+}
+
 int etcd_get_prefix_paged(struct etcd_client *c, const char *prefix, unsigned flags,
 			  int64_t revision, long page_size, struct etcd_kv_list *ret)
 {
@@ -659,16 +780,18 @@ int etcd_get_prefix_paged(struct etcd_client *c, const char *prefix, unsigned fl
 		_cleanup_(cJSON_Deletep) cJSON *reply = NULL;
 		if (!body || add_bytes(body, "key", next, next_len) < 0 ||
 		    add_bytes(body, "range_end", end, end_len) < 0)
-			return -ENOMEM;
-		if (flags & ETCD_COUNT_ONLY) {
-			cJSON_AddTrueToObject(body, "count_only");
-		} else {
-			add_int64(body, "limit", page_size);
-			if (flags & ETCD_KEYS_ONLY)
-				cJSON_AddTrueToObject(body, "keys_only");
-		}
-		if (revision > 0)
-			add_int64(body, "revision", revision);
+			return range_fail(ret, -ENOMEM);
+		/* Every field is checked: a page sent without its "revision" would
+		 * be read at another moment than the first, and the result would no
+		 * longer be one snapshot. */
+		if ((flags & ETCD_COUNT_ONLY) && !cJSON_AddTrueToObject(body, "count_only"))
+			return range_fail(ret, -ENOMEM);
+		if (!(flags & ETCD_COUNT_ONLY) &&
+		    (add_int64(body, "limit", page_size) < 0 ||
+		     ((flags & ETCD_KEYS_ONLY) && !cJSON_AddTrueToObject(body, "keys_only"))))
+			return range_fail(ret, -ENOMEM);
+		if (revision > 0 && add_int64(body, "revision", revision) < 0)
+			return range_fail(ret, -ENOMEM);
 
 		int r = etcd_call(c, "/v3/kv/range", body, &reply);
 		if (r < 0) {
@@ -730,15 +853,11 @@ int etcd_put(struct etcd_client *c, const char *key, const char *value, size_t v
 	return etcd_call(c, "/v3/kv/put", body, &reply);
 }
 
-static int delete_range(struct etcd_client *c, const char *key, bool prefix)
+static int delete_range(struct etcd_client *c, const char *key)
 {
 	_cleanup_(cJSON_Deletep) cJSON *body = cJSON_CreateObject();
 	_cleanup_(cJSON_Deletep) cJSON *reply = NULL;
-	size_t len = strlen(key);
-	_cleanup_(freep) char *end = malloc(len + 1);
-	if (!body || !end || add_bytes(body, "key", key, len) < 0)
-		return -ENOMEM;
-	if (prefix && add_bytes(body, "range_end", end, etcd_prefix_end(key, len, end)) < 0)
+	if (!body || add_bytes(body, "key", key, strlen(key)) < 0)
 		return -ENOMEM;
 	int r = etcd_call(c, "/v3/kv/deleterange", body, &reply);
 	if (r < 0)
@@ -751,12 +870,7 @@ static int delete_range(struct etcd_client *c, const char *key, bool prefix)
 
 int etcd_delete(struct etcd_client *c, const char *key)
 {
-	return delete_range(c, key, false);
-}
-
-int etcd_delete_prefix(struct etcd_client *c, const char *prefix)
-{
-	return delete_range(c, prefix, true);
+	return delete_range(c, key);
 }
 
 /* --- transactions ------------------------------------------------------------ */
@@ -812,12 +926,6 @@ static cJSON *txn_compare(struct etcd_txn *t, const char *key, enum etcd_cmp cmp
 	return o;
 }
 
-int etcd_txn_if_value(struct etcd_txn *t, const char *key, enum etcd_cmp cmp, const char *value)
-{
-	cJSON *o = txn_compare(t, key, cmp, "VALUE");
-	return o && add_bytes(o, "value", value, strlen(value)) == 0 ? 0 : -ENOMEM;
-}
-
 static int txn_if_int(struct etcd_txn *t, const char *key, enum etcd_cmp cmp, const char *target,
 		      const char *field, int64_t v)
 {
@@ -833,12 +941,6 @@ int etcd_txn_if_version(struct etcd_txn *t, const char *key, enum etcd_cmp cmp, 
 int etcd_txn_if_mod_revision(struct etcd_txn *t, const char *key, enum etcd_cmp cmp, int64_t rev)
 {
 	return txn_if_int(t, key, cmp, "MOD", "mod_revision", rev);
-}
-
-int etcd_txn_if_create_revision(struct etcd_txn *t, const char *key, enum etcd_cmp cmp,
-				int64_t rev)
-{
-	return txn_if_int(t, key, cmp, "CREATE", "create_revision", rev);
 }
 
 static cJSON *txn_op(struct etcd_txn *t, bool on_success, const char *kind)
@@ -860,26 +962,10 @@ int etcd_txn_put(struct etcd_txn *t, bool on_success, const char *key, const cha
 	return lease ? add_int64(o, "lease", lease) : 0;
 }
 
-static int txn_delete(struct etcd_txn *t, bool on_success, const char *key, bool prefix)
-{
-	cJSON *o = txn_op(t, on_success, "request_delete_range");
-	size_t len = strlen(key);
-	_cleanup_(freep) char *end = malloc(len + 1);
-	if (!o || !end || add_bytes(o, "key", key, len) < 0)
-		return -ENOMEM;
-	if (prefix && add_bytes(o, "range_end", end, etcd_prefix_end(key, len, end)) < 0)
-		return -ENOMEM;
-	return 0;
-}
-
 int etcd_txn_delete(struct etcd_txn *t, bool on_success, const char *key)
 {
-	return txn_delete(t, on_success, key, false);
-}
-
-int etcd_txn_delete_prefix(struct etcd_txn *t, bool on_success, const char *prefix)
-{
-	return txn_delete(t, on_success, prefix, true);
+	cJSON *o = txn_op(t, on_success, "request_delete_range");
+	return o && add_bytes(o, "key", key, strlen(key)) == 0 ? 0 : -ENOMEM;
 }
 
 int etcd_txn_commit(struct etcd_client *c, struct etcd_txn *t, bool *ret_succeeded,

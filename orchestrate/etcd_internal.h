@@ -10,6 +10,7 @@
 #include <systemd/sd-event.h>
 
 #include "buf.h"
+#include "clock.h"
 #include "etcd.h"
 
 /* No reply we accept is larger than this; a bigger one is a hostile server. */
@@ -26,7 +27,7 @@ struct etcd_client {
 
 	CURL *easy;			/* reused by unary calls: keeps connections */
 	struct buf error;		/* etcd_last_error() */
-	uint64_t requests;
+	uint64_t requests;		/* counted, for debugging */
 	uint64_t reconnects;
 
 	/* event-loop mode (etcd_client_attach_event) */
@@ -64,9 +65,10 @@ int etcd_grpc_errno(long grpc_code, const char *message, bool have_user,
 /* Authenticates (when a user is configured) and stores the token. */
 int etcd_authenticate(struct etcd_client *c);
 
-/* Whether a curl failure is one that another endpoint might not share. */
-bool etcd_curl_error_is_transport(CURLcode code);
-
-uint64_t etcd_now_ms(void);
+/* CLOCK_MONOTONIC in milliseconds, the clock of watch deadlines. */
+static inline uint64_t etcd_now_ms(void)
+{
+	return clock_msec(CLOCK_MONOTONIC);
+}
 
 #endif

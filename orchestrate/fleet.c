@@ -19,20 +19,23 @@
  * names are collected from every range, sorted and de-duplicated once, and each
  * key then finds its host by binary search — O(n log n) overall.
  */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include <time.h>	/* nanosleep */
 #include <cjson/cJSON.h>
 
+#include "address.h"
 #include "buf.h"
 #include "cleanup.h"
+#include "clock.h"
 #include "etcd.h"
 #include "fleet.h"
 #include "hiera.h"
 #include "schema.h"
+#include "strv.h"
+#include "utf8.h"
 
 /* How often trigger_update re-reads and retries when its compare lost a race
  * with another writer (not a failure of the request), with a short random pause
@@ -51,7 +54,7 @@ static inline void etcd_kv_releasep(struct etcd_kv *kv) { etcd_kv_release(kv); }
 
 int64_t fleet_now(void)
 {
-	return (int64_t)time(NULL);
+	return clock_unix();
 }
 
 static const char *fleet_prefix(const struct fleet *f)
@@ -84,37 +87,6 @@ static int written(int r)
 
 /* --- text -------------------------------------------------------------------- */
 
-/* Length of the well-formed UTF-8 sequence at s (1–4), 0 when it is not one:
- * overlong forms, surrogates and code points past U+10FFFF are refused. */
-static size_t utf8_sequence(const unsigned char *s, size_t n)
-{
-	unsigned c = s[0];
-	size_t len;
-	uint32_t cp, min;
-
-	if (c < 0x80)
-		return 1;
-	if (c >= 0xc2 && c <= 0xdf) {
-		len = 2, cp = c & 0x1f, min = 0x80;
-	} else if ((c & 0xf0) == 0xe0) {
-		len = 3, cp = c & 0x0f, min = 0x800;
-	} else if (c >= 0xf0 && c <= 0xf4) {
-		len = 4, cp = c & 0x07, min = 0x10000;
-	} else {
-		return 0;
-	}
-	if (n < len)
-		return 0;
-	for (size_t i = 1; i < len; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		cp = (cp << 6) | (s[i] & 0x3f);
-	}
-	if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-		return 0;
-	return len;
-}
-
 /*
  * The last max bytes of s as valid UTF-8.  A failed run's error is at the end of
  * its output, so the tail is what is kept; the cut never splits a multibyte
@@ -138,7 +110,7 @@ static int text_tail(const char *s, size_t max, char **ret)
 	if (r < 0)
 		return r;
 	while (p < end) {
-		size_t n = utf8_sequence(p, (size_t)(end - p));
+		size_t n = utf8_sequence(p, (size_t)(end - p), NULL);
 		if (n)
 			r = buf_add(&b, p, n);
 		else
@@ -233,69 +205,17 @@ static int status_value(const char *version, int exit_code, const char *detail, 
 
 /* --- small helpers ------------------------------------------------------------- */
 
-/* A growing NULL-terminated string vector, for sorted answers. */
-struct strv_builder {
-	char **v;
-	size_t n, cap;
-};
-
-static void strv_builder_release(struct strv_builder *b)
+/* Hands out (v, n) sorted and without repeats, never NULL (an empty vector
+ * when there is nothing). */
+static int strv_finish_sorted(char ***v, size_t *n, char ***ret)
 {
-	for (size_t i = 0; i < b->n; i++)
-		free(b->v[i]);
-	free(b->v);
-	b->v = NULL;
-	b->n = b->cap = 0;
-}
-
-static int strv_builder_push(struct strv_builder *b, const char *s)
-{
-	if (b->n + 2 > b->cap) {
-		size_t cap = b->cap ? b->cap * 2 : 16;
-		char **v = realloc(b->v, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		b->v = v;
-		b->cap = cap;
-	}
-	b->v[b->n] = strdup(s);
-	if (!b->v[b->n])
+	strv_sort_unique(*v, n);
+	if (!*v && !(*v = calloc(1, sizeof(char *))))
 		return -ENOMEM;
-	b->n++;
+	*ret = TAKE_PTR(*v);
+	*n = 0;
 	return 0;
 }
-
-static int strv_cmp(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* Sorts, drops duplicates and hands out the NULL-terminated vector. */
-static int strv_builder_finish(struct strv_builder *b, char ***ret)
-{
-	if (b->n + 1 > b->cap) {
-		char **v = realloc(b->v, (b->n + 1) * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		b->v = v;
-		b->cap = b->n + 1;
-	}
-	qsort(b->v, b->n, sizeof(*b->v), strv_cmp);
-	size_t w = 0;
-	for (size_t i = 0; i < b->n; i++) {
-		if (w > 0 && strcmp(b->v[w - 1], b->v[i]) == 0)
-			free(b->v[i]);
-		else
-			b->v[w++] = b->v[i];
-	}
-	b->v[w] = NULL;
-	*ret = b->v;
-	b->v = NULL;
-	b->n = b->cap = 0;
-	return 0;
-}
-
-static void strv_builder_releasep(struct strv_builder *b) { strv_builder_release(b); }
 
 /* Whether kv holds exactly key (a prefix range may return longer keys too). */
 static bool kv_is(const struct etcd_kv *kv, const char *key)
@@ -317,7 +237,7 @@ int fleet_current_version(struct fleet *f, char **ret_version, int64_t *ret_revi
 	if (r <= 0)
 		return r;
 	if (!value_is_name(kv.value, kv.value_len))
-		return -EPROTO;
+		return -EBADMSG;
 	if (ret_version) {
 		*ret_version = strdup(kv.value);
 		if (!*ret_version)
@@ -425,7 +345,7 @@ int fleet_rollback(struct fleet *f, char **ret_version)
 	if (r == 0)
 		return 1;
 	if (!value_is_name(prev.value, prev.value_len))
-		return -EPROTO;
+		return -EBADMSG;
 	if (cur_ok && strcmp(cur.value, prev.value) == 0)
 		return 1;
 
@@ -518,7 +438,8 @@ static int read_names(struct fleet *f, const char *dir, int nparts, char ***ret,
 		      int64_t *ret_revision)
 {
 	_cleanup_(etcd_kv_list_releasep) struct etcd_kv_list list = ETCD_KV_LIST_INIT;
-	_cleanup_(strv_builder_releasep) struct strv_builder b = { 0 };
+	_cleanup_(strv_freep) char **v = NULL;
+	size_t n = 0;
 	int r;
 
 	r = etcd_get_prefix(f->etcd, dir, ETCD_KEYS_ONLY, 0, &list);
@@ -532,15 +453,15 @@ static int read_names(struct fleet *f, const char *dir, int nparts, char ***ret,
 		    nparts)
 			continue;
 		/* keys are sorted, so equal first components are adjacent */
-		if (b.n > 0 && strcmp(b.v[b.n - 1], parts[0]) == 0)
+		if (n > 0 && strcmp(v[n - 1], parts[0]) == 0)
 			continue;
-		r = strv_builder_push(&b, parts[0]);
+		r = strv_push(&v, &n, parts[0]);
 		if (r < 0)
 			return r;
 	}
 	if (ret_revision)
 		*ret_revision = list.revision;
-	return strv_builder_finish(&b, ret);
+	return strv_finish_sorted(&v, &n, ret);
 }
 
 int fleet_running_versions(struct fleet *f, char ***ret_versions)
@@ -670,6 +591,39 @@ int fleet_get_status(struct fleet *f, const char *host, enum status_type type,
 
 /* --- registration ---------------------------------------------------------------- */
 
+/* alive/HOST's value: {"time","version","pid"} (no "version" when NULL). */
+static int alive_value(const char *version, long pid, char **ret)
+{
+	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
+	int r;
+
+	if (!obj)
+		return -ENOMEM;
+	if ((r = json_add_time(obj, "time", fleet_now())) < 0 ||
+	    (r = json_add_string(obj, "version", version)) < 0)
+		return r;
+	if (!cJSON_AddNumberToObject(obj, "pid", (double)pid))
+		return -ENOMEM;
+	return json_print(obj, ret);
+}
+
+int fleet_set_alive(struct fleet *f, const char *host, const char *version, long pid,
+		    int64_t lease)
+{
+	if (!name_ok(host) || !optional_name_ok(version))
+		return -EINVAL;
+
+	_cleanup_(freep) char *key = key_alive(fleet_prefix(f), host);
+	_cleanup_(freep) char *value = NULL;
+	int r;
+
+	if (!key)
+		return -ENOMEM;
+	if ((r = alive_value(version, pid, &value)) < 0)
+		return r;
+	return written(etcd_put(f->etcd, key, value, strlen(value), lease));
+}
+
 int fleet_register(struct fleet *f, const char *host, const char *group, const char *version,
 		   long pid, int64_t lease)
 {
@@ -680,19 +634,13 @@ int fleet_register(struct fleet *f, const char *host, const char *group, const c
 	_cleanup_(freep) char *alive_key = key_alive(P, host);
 	_cleanup_(freep) char *ok_key = key_status(P, STATUS_PROVISIONED, STATE_SUCCESS, host);
 	_cleanup_(freep) char *group_key = group ? key_group_host(P, group, host) : NULL;
-	_cleanup_(freep) char *alive_value = NULL, *ok_value = NULL;
-	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
+	_cleanup_(freep) char *alive = NULL, *ok_value = NULL;
 	_cleanup_(etcd_txn_freep) struct etcd_txn *t = etcd_txn_new();
 	int r;
 
-	if (!alive_key || !ok_key || (group && !group_key) || !obj || !t)
+	if (!alive_key || !ok_key || (group && !group_key) || !t)
 		return -ENOMEM;
-	if ((r = json_add_time(obj, "time", fleet_now())) < 0 ||
-	    (r = json_add_string(obj, "version", version)) < 0)
-		return r;
-	if (!cJSON_AddNumberToObject(obj, "pid", (double)pid))
-		return -ENOMEM;
-	if ((r = json_print(obj, &alive_value)) < 0 ||
+	if ((r = alive_value(version, pid, &alive)) < 0 ||
 	    (r = status_value(version, 0, NULL, &ok_value)) < 0)
 		return r;
 
@@ -706,7 +654,7 @@ int fleet_register(struct fleet *f, const char *host, const char *group, const c
 		return r;
 	for (int branch = 0; branch < 2; branch++) {
 		bool on = branch == 0;
-		if ((r = etcd_txn_put(t, on, alive_key, alive_value, lease)) < 0)
+		if ((r = etcd_txn_put(t, on, alive_key, alive, lease)) < 0)
 			return r;
 		if (group_key && (r = etcd_txn_put(t, on, group_key, "", 0)) < 0)
 			return r;
@@ -733,7 +681,7 @@ int fleet_provision(struct fleet *f, const char *host)
 /* Collects the keys (rebuilt from their validated parts) below dir whose last
  * component is host; parts is the number of components below dir. */
 static int collect_host_keys(const struct etcd_kv_list *list, const char *dir, int nparts,
-			     const char *host, struct strv_builder *keys)
+			     const char *host, char ***keys, size_t *n_keys)
 {
 	for (size_t i = 0; i < list->n; i++) {
 		_cleanup_(freep) char *copy = NULL;
@@ -745,7 +693,7 @@ static int collect_host_keys(const struct etcd_kv_list *list, const char *dir, i
 		if (strcmp(parts[nparts - 1], host) != 0)
 			continue;
 		/* the key as read: key_split proved it is dir plus valid names */
-		int r = strv_builder_push(keys, list->kvs[i].key);
+		int r = strv_push(keys, n_keys, list->kvs[i].key);
 		if (r < 0)
 			return r;
 	}
@@ -778,7 +726,8 @@ int fleet_decommission(struct fleet *f, const char *host)
 	char *(*own[])(const char *prefix, const char *host) = {
 		key_alive, key_rollout_holder, key_pause_host,
 	};
-	_cleanup_(strv_builder_releasep) struct strv_builder keys = { 0 };
+	_cleanup_(strv_freep) char **keys = NULL;
+	size_t n_keys = 0;
 	int64_t revision = 0;
 	int r;
 
@@ -792,7 +741,7 @@ int fleet_decommission(struct fleet *f, const char *host)
 			return r;
 		if (revision == 0)
 			revision = list.revision;
-		r = collect_host_keys(&list, dir, dirs[d].parts, host, &keys);
+		r = collect_host_keys(&list, dir, dirs[d].parts, host, &keys, &n_keys);
 		if (r < 0)
 			return r;
 	}
@@ -805,31 +754,25 @@ int fleet_decommission(struct fleet *f, const char *host)
 		if (r < 0)
 			return r;
 		for (size_t i = 0; i < list.n; i++)
-			if (kv_is(&list.kvs[i], key) && (r = strv_builder_push(&keys, key)) < 0)
+			if (kv_is(&list.kvs[i], key) && (r = strv_push(&keys, &n_keys, key)) < 0)
 				return r;
 	}
 
-	for (size_t start = 0; start < keys.n; start += TXN_MAX_OPS) {
+	for (size_t start = 0; start < n_keys; start += TXN_MAX_OPS) {
 		_cleanup_(etcd_txn_freep) struct etcd_txn *t = etcd_txn_new();
 		if (!t)
 			return -ENOMEM;
-		for (size_t i = start; i < keys.n && i < start + TXN_MAX_OPS; i++)
-			if ((r = etcd_txn_delete(t, true, keys.v[i])) < 0)
+		for (size_t i = start; i < n_keys && i < start + TXN_MAX_OPS; i++)
+			if ((r = etcd_txn_delete(t, true, keys[i])) < 0)
 				return r;
 		r = etcd_txn_commit(f->etcd, t, NULL, NULL);
 		if (r < 0)
 			return r;
 	}
-	return keys.n > INT32_MAX ? INT32_MAX : (int)keys.n;
+	return n_keys > INT32_MAX ? INT32_MAX : (int)n_keys;
 }
 
 /* --- services ---------------------------------------------------------------------- */
-
-static bool address_valid(const char *a)
-{
-	unsigned char bin[16];
-	return a && (inet_pton(AF_INET, a, bin) == 1 || inet_pton(AF_INET6, a, bin) == 1);
-}
 
 /*
  * The value maps each interface to one address; when an interface is given twice
@@ -1106,18 +1049,11 @@ int rollout_policy_decode(const char *value, size_t len, struct rollout_policy *
 		return -EPROTO;
 	p.max_parallel = mp ? (long)mp->valuedouble : 0;
 	p.max_percent = pc ? pc->valuedouble : 0;
-	if (groups) {
-		size_t n = (size_t)cJSON_GetArraySize(groups);
-		p.groups = calloc(n + 1, sizeof(char *));
-		if (!p.groups)
+	cJSON_ArrayForEach(g, groups) {
+		if (!cJSON_IsString(g))
+			return -EPROTO;
+		if (strv_push(&p.groups, &p.n_groups, g->valuestring) < 0)
 			return -ENOMEM;
-		cJSON_ArrayForEach(g, groups) {
-			if (!cJSON_IsString(g))
-				return -EPROTO;
-			if (!(p.groups[p.n_groups] = strdup(g->valuestring)))
-				return -ENOMEM;
-			p.n_groups++;
-		}
 	}
 	if (rollout_policy_problem(&p))
 		return -EPROTO;
@@ -1458,9 +1394,9 @@ static int view_add(struct fleet_view *v, struct status_seen *seen, enum view_so
 /* Every host named anywhere, sorted and unique, as the view's host array. */
 static int view_collect_hosts(struct view_read *vr, struct fleet_view *v)
 {
-	_cleanup_(strv_builder_releasep) struct strv_builder b = { 0 };
+	_cleanup_(strv_freep) char **all = NULL;
 	_cleanup_(strv_freep) char **names = NULL;
-	size_t n = 0;
+	size_t n_all = 0, n = 0;
 	int r;
 
 	for (int s = 0; s < _SOURCE_MAX; s++) {
@@ -1472,16 +1408,15 @@ static int view_collect_hosts(struct view_read *vr, struct fleet_view *v)
 			if (key_split(kv->key, kv->key_len, vr->dirs[s], parts, source_parts[s],
 				      &copy) != source_parts[s])
 				continue;
-			r = strv_builder_push(&b, parts[source_parts[s] - 1]);
+			r = strv_push(&all, &n_all, parts[source_parts[s] - 1]);
 			if (r < 0)
 				return r;
 		}
 	}
-	r = strv_builder_finish(&b, &names);
+	r = strv_finish_sorted(&all, &n_all, &names);
 	if (r < 0)
 		return r;
-	while (names[n])
-		n++;
+	n = strv_length(names);
 	v->hosts = calloc(n ? n : 1, sizeof(*v->hosts));
 	if (!v->hosts)
 		return -ENOMEM;
@@ -1800,4 +1735,85 @@ int fleet_service_value(const char *service, const char *host,
 			const char *version, char **ret)
 {
 	return service_value(service, host, addresses, n_addresses, healthy, version, ret);
+}
+
+/* --- the connection, for the command line ---------------------------------------- */
+
+int fleet_open(struct fleet *f, const struct etcd_options *opts, const char *prefix)
+{
+	struct etcd_client *c = NULL;
+	int r = etcd_client_new(opts, &c);
+
+	if (r < 0)
+		return r;
+	*f = (struct fleet){ .etcd = c, .prefix = prefix ? prefix : "", .parallel = opts };
+	return 0;
+}
+
+void fleet_close(struct fleet *f)
+{
+	if (!f)
+		return;
+	etcd_client_free(f->etcd);
+	*f = (struct fleet){ 0 };
+}
+
+const char *fleet_last_error(const struct fleet *f)
+{
+	return f && f->etcd ? etcd_last_error(f->etcd) : NULL;
+}
+
+int fleet_ping(struct fleet *f, char **ret_server_version, char **ret_endpoint)
+{
+	return etcd_status(f->etcd, ret_server_version, ret_endpoint);
+}
+
+int fleet_lease_grant(struct fleet *f, int64_t ttl, int64_t *ret_lease)
+{
+	if (ttl <= 0)
+		return -EINVAL;
+	return etcd_lease_grant(f->etcd, ttl, ret_lease);
+}
+
+int fleet_lease_revoke(struct fleet *f, int64_t lease)
+{
+	return etcd_lease_revoke(f->etcd, lease);
+}
+
+/* --- failures ----------------------------------------------------------------------- */
+
+void fleet_failures_release(struct fleet_failures *fl)
+{
+	if (!fl)
+		return;
+	strv_free(fl->puppet);
+	strv_free(fl->validation);
+	strv_free(fl->unaccounted);
+	*fl = (struct fleet_failures){ 0 };
+}
+
+int fleet_view_failures(const struct fleet_view *v, struct fleet_failures *ret)
+{
+	_cleanup_(fleet_failures_releasep) struct fleet_failures fl = { 0 };
+	int r;
+
+	for (size_t i = 0; i < v->n; i++) {
+		const struct host_view *h = &v->hosts[i];
+		if ((h->puppet == STATE_FAILED &&
+		     (r = strv_push(&fl.puppet, &fl.n_puppet, h->host)) < 0) ||
+		    (h->validation == STATE_FAILED &&
+		     (r = strv_push(&fl.validation, &fl.n_validation, h->host)) < 0) ||
+		    (h->provisioned == STATE_SUCCESS && !h->alive &&
+		     (r = strv_push(&fl.unaccounted, &fl.n_unaccounted, h->host)) < 0))
+			return r;
+	}
+	/* the view's hosts are sorted already, so these are too; an empty list
+	 * is an empty vector, never NULL */
+	if ((!fl.puppet && !(fl.puppet = calloc(1, sizeof(char *)))) ||
+	    (!fl.validation && !(fl.validation = calloc(1, sizeof(char *)))) ||
+	    (!fl.unaccounted && !(fl.unaccounted = calloc(1, sizeof(char *)))))
+		return -ENOMEM;
+	*ret = fl;
+	fl = (struct fleet_failures){ 0 };
+	return 0;
 }

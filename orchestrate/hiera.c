@@ -1,13 +1,14 @@
 /*
- * hiera.c — the service catalog (what available_services/ holds), its rendering
- * as the hiera YAML file of SPEC §4, and the atomic file write that installs it.
+ * hiera.c — the service catalog (what available_services/ holds) and its
+ * rendering as the hiera YAML file of SPEC §4 (fileio.c's file_write_atomic()
+ * installs it).
  *
  * Decoding.  A catalog is built from the kvs of one range read, so it is one
  * consistent snapshot.  Everything that comes from etcd is checked before it can
  * reach the file Puppet reads: the SERVICE and HOST of the key must be valid
  * names (key_split), the value must be the JSON object of SPEC §2, each IFACE
  * must be a valid name and each address must parse as an IPv4 or IPv6 address
- * (inet_pton).  Addresses are stored in inet_ntop's canonical spelling, so
+ * (address.h).  Addresses are stored in inet_ntop's canonical spelling, so
  * "2001:DB8::1" and "2001:db8::1" from two hosts are one address.  What fails a
  * check is left out and counted in catalog->skipped: a whole value when it is
  * not the expected object, a single address when only that address is bad (the
@@ -34,30 +35,18 @@
  * single-quoted (see address_style()).  A key longer than 128 bytes (long
  * names) is written by libyaml as an explicit "? key" / ": value" pair, which
  * is the same mapping to any YAML reader.
- *
- * file_write_atomic() is the one way orchestrate replaces a file others read:
- * compare, temporary file beside the target, fsync, rename, fsync the directory.
- * Only a regular file is replaced; when path is a symbolic link, the link itself
- * is replaced by the new file (its target keeps the old bytes).
  */
-#define _GNU_SOURCE	/* mkostemp */
-#include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <cjson/cJSON.h>
 #include <yaml.h>
 
+#include "address.h"
 #include "buf.h"
 #include "cleanup.h"
 #include "hiera.h"
 #include "schema.h"
-
-/* A file bigger than this is not a hiera file or version file we wrote. */
-#define FILE_READ_MAX (64u * 1024 * 1024)
 
 /* --- the catalog ----------------------------------------------------------- */
 
@@ -105,38 +94,6 @@ static int catalog_append(struct catalog *c, const char *service, const char *ho
 	}
 	c->entries[c->n++] = e;
 	return 0;
-}
-
-/* Writes the canonical spelling of an IPv4 or IPv6 address to out; false when
- * text is neither.  inet_pton refuses anything but the address itself: no
- * spaces, newlines, zone suffixes or leading zeros in IPv4 octets. */
-static bool address_canonical(const char *text, char out[static INET6_ADDRSTRLEN])
-{
-	unsigned char bin[sizeof(struct in6_addr)];
-	if (inet_pton(AF_INET, text, bin) == 1)
-		return inet_ntop(AF_INET, bin, out, INET6_ADDRSTRLEN) != NULL;
-	if (inet_pton(AF_INET6, text, bin) == 1)
-		return inet_ntop(AF_INET6, bin, out, INET6_ADDRSTRLEN) != NULL;
-	return false;
-}
-
-/*
- * Orders addresses as numbers, not text: IPv4 before IPv6, then by value, so
- * that 10.0.0.9 comes before 10.0.0.10.  Text that is not an address (only
- * entries built by hand can hold it) sorts after every address, by strcmp.
- */
-static int address_compare(const char *a, const char *b)
-{
-	unsigned char ba[sizeof(struct in6_addr)], bb[sizeof(struct in6_addr)];
-	int fa = inet_pton(AF_INET, a, ba) == 1 ? 4 : inet_pton(AF_INET6, a, ba) == 1 ? 6 : 9;
-	int fb = inet_pton(AF_INET, b, bb) == 1 ? 4 : inet_pton(AF_INET6, b, bb) == 1 ? 6 : 9;
-	if (fa != fb)
-		return fa - fb;
-	if (fa == 4)
-		return memcmp(ba, bb, sizeof(struct in_addr));
-	if (fa == 6)
-		return memcmp(ba, bb, sizeof(struct in6_addr));
-	return strcmp(a, b);
 }
 
 /*
@@ -201,9 +158,9 @@ int catalog_add_value(struct catalog *c, const char *service, const char *host,
 	size_t first = c->n, skipped = 0;
 	const cJSON *a;
 	cJSON_ArrayForEach(a, addresses) {
-		char canon[INET6_ADDRSTRLEN];
+		char canon[ADDRESS_TEXT_MAX];
 		if (!a->string || !schema_name_valid(a->string) || !cJSON_IsString(a) ||
-		    !address_canonical(a->valuestring, canon)) {
+		    address_canonical(a->valuestring, canon) < 0) {
 			skipped++;
 			continue;
 		}
@@ -570,163 +527,4 @@ int hiera_render(struct catalog *c, struct buf *out)
 		return em.error == YAML_MEMORY_ERROR || em.error == YAML_WRITER_ERROR ? -ENOMEM
 										      : -EINVAL;
 	return buf_add(out, doc.data, doc.len);
-}
-
-/* --- files ----------------------------------------------------------------- */
-
-/* Appends the file's bytes to out; on failure out holds what it held before. */
-int file_read_all(const char *path, struct buf *out)
-{
-	if (!path || !out)
-		return -EINVAL;
-	_cleanup_(closep) int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0)
-		return -errno;
-	struct stat st;
-	if (fstat(fd, &st) < 0)
-		return -errno;
-	if (S_ISDIR(st.st_mode))
-		return -EISDIR;
-
-	size_t start = out->len;
-	for (;;) {
-		if (out->len - start >= FILE_READ_MAX) {
-			out->len = start;
-			if (out->data)
-				out->data[start] = '\0';
-			return -EFBIG;
-		}
-		int r = buf_grow(out, 16384);
-		if (r < 0)
-			return r;
-		ssize_t n = read(fd, out->data + out->len, out->cap - out->len - 1);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			r = -errno;
-			out->len = start;
-			out->data[start] = '\0';
-			return r;
-		}
-		if (n == 0)
-			break;
-		out->len += (size_t)n;
-		out->data[out->len] = '\0';
-	}
-	return 0;
-}
-
-/* The temporary file of file_write_atomic(): closed and removed on every
- * return path unless the rename made it the real file (path is then NULL). */
-struct tmpfile {
-	char *path;
-	int fd;
-};
-
-static void tmpfile_cleanup(struct tmpfile *t)
-{
-	if (t->fd >= 0)
-		close(t->fd);
-	if (t->path) {
-		unlink(t->path);
-		free(t->path);
-	}
-}
-
-static int write_all(int fd, const char *p, size_t len)
-{
-	while (len > 0) {
-		ssize_t n = write(fd, p, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			return -EIO;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
-int file_write_atomic(const char *path, const void *data, size_t len, mode_t default_mode,
-		      bool *ret_changed)
-{
-	if (ret_changed)
-		*ret_changed = false;
-	if (!path || !*path || (!data && len))
-		return -EINVAL;
-
-	const char *slash = strrchr(path, '/');
-	const char *base = slash ? slash + 1 : path;
-	if (!*base || strcmp(base, ".") == 0 || strcmp(base, "..") == 0)
-		return -EISDIR;
-
-	/* The mode (and owner) of the file we replace; only a regular file is
-	 * replaced, and only it is read (reading a FIFO would block). */
-	struct stat st;
-	bool have_old = false;
-	mode_t mode = default_mode & 07777;
-	if (stat(path, &st) == 0) {
-		if (S_ISDIR(st.st_mode))
-			return -EISDIR;
-		if (!S_ISREG(st.st_mode))
-			return -EINVAL;
-		have_old = true;
-		mode = st.st_mode & 07777;
-
-		_cleanup_(buf_releasep) struct buf old = BUF_INIT;
-		if (file_read_all(path, &old) == 0 && old.len == len &&
-		    (len == 0 || memcmp(old.data, data, len) == 0))
-			return 0;
-	} else if (errno != ENOENT) {
-		return -errno;
-	}
-
-	_cleanup_(buf_releasep) struct buf dir = BUF_INIT;
-	if (!slash)
-		buf_adds(&dir, ".");
-	else if (slash == path)
-		buf_adds(&dir, "/");
-	else
-		buf_add(&dir, path, (size_t)(slash - path));
-	_cleanup_(buf_releasep) struct buf tmpl = BUF_INIT;
-	if (!dir.data || buf_printf(&tmpl, "%s/.%s.XXXXXX", buf_str(&dir), base) < 0)
-		return -ENOMEM;
-
-	_cleanup_(tmpfile_cleanup) struct tmpfile tmp = { NULL, -1 };
-	tmp.fd = mkostemp(tmpl.data, O_CLOEXEC);
-	if (tmp.fd < 0)
-		return -errno;
-	tmp.path = buf_detach(&tmpl);
-
-	int r = write_all(tmp.fd, data, len);
-	if (r < 0)
-		return r;
-	/* Keep the owner of the file we replace when we may (as root); chown
-	 * first, since it may clear set-id bits that fchmod then restores. */
-	if (have_old && (st.st_uid != geteuid() || st.st_gid != getegid()) &&
-	    fchown(tmp.fd, st.st_uid, st.st_gid) < 0 && errno != EPERM)
-		return -errno;
-	if (fchmod(tmp.fd, mode) < 0)
-		return -errno;
-	if (fsync(tmp.fd) < 0)
-		return -errno;
-	int fd = TAKE_FD(tmp.fd);
-	if (close(fd) < 0)
-		return -errno;
-	if (rename(tmp.path, path) < 0)
-		return -errno;
-	free(TAKE_PTR(tmp.path));
-	if (ret_changed)
-		*ret_changed = true;
-
-	/* The rename is durable once the directory is synced.  The new file is
-	 * in place whatever happens here, so a failure is not reported: the caller
-	 * must know that the bytes changed (to run the services hook), and some
-	 * file systems do not sync directories at all. */
-	_cleanup_(closep) int dfd = open(buf_str(&dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd >= 0)
-		(void)fsync(dfd);
-	return 0;
 }

@@ -44,7 +44,6 @@ void log_init(const char *progname, enum log_target target)
 }
 
 void log_set_verbose(int level) { log_verbose = level; }
-int log_get_verbose(void) { return log_verbose; }
 
 static void log_emit(int prio, const char *version, const char *hook, const char *msg)
 {

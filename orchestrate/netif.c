@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "address.h"
 #include "cleanup.h"
 #include "hiera.h"
 #include "netif.h"
@@ -43,14 +44,7 @@ static int netif_compare(const void *x, const void *y)
 {
 	const struct catalog_entry *a = x, *b = y;
 	int r = strcmp(a->iface, b->iface);
-	if (r)
-		return r;
-	/* Numeric order of the addresses, not text order ("10.0.0.9" < "10.0.0.10"). */
-	struct in_addr ia, ib;
-	inet_pton(AF_INET, a->address, &ia);
-	inet_pton(AF_INET, b->address, &ib);
-	uint32_t ha = ntohl(ia.s_addr), hb = ntohl(ib.s_addr);
-	return (ha > hb) - (ha < hb);
+	return r ? r : address_compare(a->address, b->address);
 }
 
 int netif_ipv4_addresses(struct catalog_entry **ret, size_t *ret_n)

@@ -22,12 +22,13 @@
 #include <fcntl.h>
 #include <unistd.h>
 #include <sys/stat.h>
-#include <dirent.h>
 
 #include "buf.h"
 #include "cleanup.h"
 #include "config.h"
 #include "hiera.h"
+#include "local.h"
+#include "strv.h"
 #include "log.h"
 #include "netif.h"
 #include "node_internal.h"
@@ -208,133 +209,15 @@ void node_try_services(struct node *n)
 
 /* --- this node's services -------------------------------------------------------------- */
 
-static bool strv_contains(char **v, const char *s)
-{
-	for (size_t i = 0; v && v[i]; i++)
-		if (strcmp(v[i], s) == 0)
-			return true;
-	return false;
-}
-
-static int strv_push(char ***v, size_t *n, const char *s)
-{
-	char *copy = strdup(s);
-	char **nv;
-	if (!copy)
-		return -ENOMEM;
-	nv = realloc(*v, (*n + 2) * sizeof(char *));
-	if (!nv) {
-		free(copy);
-		return -ENOMEM;
-	}
-	nv[(*n)++] = copy;
-	nv[*n] = NULL;
-	*v = nv;
-	return 0;
-}
-
-/* Keeps the names of a profile directory that are not hidden (scandir filter). */
-static int profile_entry_visible(const struct dirent *de)
-{
-	return de->d_name[0] != '.';
-}
-
-/* The services this node offers: node.services of the config, then every line
- * of the profile list file (written by Puppet during the config run), then
- * every file name in node.profile_dir (orchestrate::profile's one file per
- * service), like publish_service's defaults. */
+/* The services this node offers (local.h: node.services, the profile list,
+ * node.profile_dir), what was left out logged. */
 static int node_services(struct node *n, char ***ret)
 {
-	_cleanup_(strv_freep) char **v = NULL;
-	_cleanup_(buf_releasep) struct buf b = BUF_INIT;
-	const struct config *cfg = n->opt.config;
-	size_t count = 0;
-	int r;
-
-	for (size_t i = 0; cfg->services && cfg->services[i]; i++)
-		if (!strv_contains(v, cfg->services[i]) &&
-		    (r = strv_push(&v, &count, cfg->services[i])) < 0)
-			return r;
-	if (cfg->profile_list && (r = file_read_all(cfg->profile_list, &b)) >= 0) {
-		char *save = NULL;
-		for (char *line = strtok_r(b.data, "\n", &save); line;
-		     line = strtok_r(NULL, "\n", &save)) {
-			line += strspn(line, " \t\r");
-			size_t l = strcspn(line, " \t\r#");
-			line[l] = '\0';
-			if (!*line)
-				continue;
-			if (!schema_name_valid(line)) {
-				log_warnx("profile list '%s': invalid service name '%s': %s, ignoring",
-					  cfg->profile_list, line, schema_name_problem(line));
-				continue;
-			}
-			if (!strv_contains(v, line) && (r = strv_push(&v, &count, line)) < 0)
-				return r;
-		}
-	} else if (cfg->profile_list && r != -ENOENT) {
-		log_warnx("cannot read profile list '%s': %s, ignoring", cfg->profile_list,
-			  strerror(-r));
-	}
-	if (cfg->profile_dir && *cfg->profile_dir) {
-		struct dirent **names = NULL;
-		int nn = scandir(cfg->profile_dir, &names, profile_entry_visible, alphasort);
-		if (nn < 0 && errno != ENOENT)
-			log_warn("cannot read profile directory '%s', ignoring", cfg->profile_dir);
-		for (int i = 0; i < nn; i++) {
-			const char *name = names[i]->d_name;
-			r = 0;
-			if (!schema_name_valid(name))
-				log_warnx("profile directory '%s': invalid service name '%s': %s, "
-					  "ignoring", cfg->profile_dir, name, schema_name_problem(name));
-			else if (!strv_contains(v, name))
-				r = strv_push(&v, &count, name);
-			if (r < 0) {
-				while (i < nn)
-					free(names[i++]);
-				free(names);
-				return r;
-			}
-			free(names[i]);
-		}
-		free(names);
-	}
-	if (!v && !(v = calloc(1, sizeof(char *))))
-		return -ENOMEM;
-	*ret = TAKE_PTR(v);
-	return 0;
-}
-
-/* This node's addresses: node.addresses, else every IPv4 interface but
- * loopback.  *ret_found tells which to free. */
-static int node_addresses(struct node *n, struct catalog_entry **ret, size_t *ret_n,
-			  bool *ret_found)
-{
-	const struct config *cfg = n->opt.config;
-	struct catalog_entry *addrs;
-	int r;
-
-	*ret_found = false;
-	if (cfg->n_addresses > 0) {
-		addrs = calloc(cfg->n_addresses, sizeof(*addrs));
-		if (!addrs)
-			return -ENOMEM;
-		for (size_t i = 0; i < cfg->n_addresses; i++) {
-			addrs[i].iface = cfg->addresses[i].iface;
-			addrs[i].address = cfg->addresses[i].address;
-		}
-		*ret = addrs;
-		*ret_n = cfg->n_addresses;
-		return 0;
-	}
-	r = netif_ipv4_addresses(ret, ret_n);
-	if (r < 0) {
-		log_warnx("cannot list this node's addresses: %s", strerror(-r));
-		*ret = NULL;
-		*ret_n = 0;
-	}
-	*ret_found = true;
-	return 0;
+	_cleanup_(strv_freep) char **skipped = NULL;
+	int r = local_services(n->opt.config, ret, &skipped);
+	for (size_t i = 0; r >= 0 && skipped && skipped[i]; i++)
+		log_warnx("%s, ignoring", skipped[i]);
+	return r;
 }
 
 static const char *published_value(struct node *n, const char *service)
@@ -359,7 +242,6 @@ int node_batch_services(struct node *n, struct fleet_batch *b, bool healthy, boo
 	struct catalog_entry *addrs = NULL;
 	size_t n_addrs = 0, count = 0;
 	const char *version = n->local ? n->local : n->run_version;
-	bool found;
 	int r;
 
 	node_services_forget_pending(n);
@@ -369,8 +251,13 @@ int node_batch_services(struct node *n, struct fleet_batch *b, bool healthy, boo
 		;
 	if (!(values = calloc(count + 1, sizeof(char *))))
 		return -ENOMEM;
-	if ((r = node_addresses(n, &addrs, &n_addrs, &found)) < 0)
-		return r;
+	r = local_addresses(n->opt.config, &addrs, &n_addrs);
+	if (r < 0) {
+		log_warnx("cannot list this node's addresses: %s", strerror(-r));
+		addrs = NULL;
+		n_addrs = 0;
+	}
+	r = 0;
 	for (size_t i = 0; i < count && r >= 0; i++) {
 		r = fleet_service_value(services[i], n->host, addrs, n_addrs, healthy, version,
 					&values[i]);
@@ -380,10 +267,7 @@ int node_batch_services(struct node *n, struct fleet_batch *b, bool healthy, boo
 			continue;
 		r = fleet_batch_service(b, services[i], n->host, values[i], n->lease);
 	}
-	if (found)
-		netif_addresses_free(addrs, n_addrs);
-	else
-		free(addrs);
+	netif_addresses_free(addrs, n_addrs);
 	if (r < 0)
 		return r;
 	for (size_t i = 0; n->published && n->published[i]; i++) {

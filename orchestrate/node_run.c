@@ -34,6 +34,8 @@
 #include "cleanup.h"
 #include "config.h"
 #include "hiera.h"
+#include "local.h"
+#include "strv.h"
 #include "log.h"
 #include "node_internal.h"
 #include "schema.h"
@@ -42,44 +44,26 @@
 
 void node_read_local(struct node *n)
 {
-	_cleanup_(buf_releasep) struct buf b = BUF_INIT;
-	int r = file_read_all(n->opt.local_version_file, &b);
-	size_t len;
+	_cleanup_(freep) char *version = NULL;
+	int r = local_version_read(n->opt.local_version_file, &version);
 
 	free(n->local);
 	n->local = NULL;
 	if (r == -ENOENT)
 		return;
-	if (r < 0) {
-		log_warnx("cannot read local version file '%s': %s, taking none",
-			  n->opt.local_version_file, strerror(-r));
-		return;
-	}
-	len = b.len;
-	while (len > 0 && (b.data[len - 1] == '\n' || b.data[len - 1] == ' ' ||
-			   b.data[len - 1] == '\r' || b.data[len - 1] == '\t'))
-		len--;
-	if (len == 0)
-		return;
-	b.data[len] = '\0';
-	b.len = len;
-	if (strlen(b.data) != len || !schema_name_valid(b.data)) {
+	if (r == -EINVAL)
 		log_warnx("local version file '%s' holds no valid version, taking none",
 			  n->opt.local_version_file);
-		return;
-	}
-	n->local = buf_detach(&b);
+	else if (r < 0)
+		log_warnx("cannot read local version file '%s': %s, taking none",
+			  n->opt.local_version_file, strerror(-r));
+	else
+		n->local = TAKE_PTR(version);
 }
 
 static int node_write_local(struct node *n, const char *version)
 {
-	_cleanup_(buf_releasep) struct buf b = BUF_INIT;
-	bool changed;
-	int r;
-
-	if ((r = buf_printf(&b, "%s\n", version)) < 0)
-		return r;
-	r = file_write_atomic(n->opt.local_version_file, b.data, b.len, 0644, &changed);
+	int r = local_version_write(n->opt.local_version_file, version);
 	if (r < 0)
 		return r;
 	set_str(&n->local, version);
@@ -98,23 +82,6 @@ void node_status(struct node *n, enum status_type type, enum status_state state,
 }
 
 /* --- hooks -------------------------------------------------------------------------- */
-
-static int strv_push(char ***v, size_t *n, const char *s)
-{
-	char *copy = strdup(s);
-	char **nv;
-	if (!copy)
-		return -ENOMEM;
-	nv = realloc(*v, (*n + 2) * sizeof(char *));
-	if (!nv) {
-		free(copy);
-		return -ENOMEM;
-	}
-	nv[(*n)++] = copy;
-	nv[*n] = NULL;
-	*v = nv;
-	return 0;
-}
 
 int node_build_env(struct node *n, const char *version, char ***ret)
 {

@@ -21,11 +21,16 @@
 #include "buf.h"
 #include "cleanup.h"
 #include "config.h"
+#include "fileio.h"
+#include "local.h"
 #include "options.h"
 #include "schema.h"
+#include "strv.h"
 
 #define DEFAULT_ENDPOINT "http://127.0.0.1:2379"
 #define DEFAULT_LOCAL_VERSION_FILE "/etc/current_version"
+/* A password is one line; a bigger file is not a password file. */
+#define PASSWORD_FILE_MAX 65536
 
 const struct option options_global_long[] = {
 	{ "etcd", required_argument, NULL, OPT_ETCD },
@@ -176,64 +181,34 @@ static int dup_opt(const char *s, char **ret)
 	return *ret ? 0 : -ENOMEM;
 }
 
-/* Appends one endpoint to a growing NULL-terminated list, adding "http://"
- * when the text names no scheme. */
-static int endpoints_add(char ***list, size_t *n, const char *text, size_t len)
+/* Parses a list of endpoints (etcd_endpoints_parse(): one rule for the
+ * command line, the environment and the config file); where says where it
+ * came from, for the message. */
+static int endpoints_parse(const char *text, const char *where, char ***ret, char **ret_error)
 {
-	struct buf b = BUF_INIT;
-	if (!memmem(text, len, "://", 3) && buf_adds(&b, "http://") < 0)
-		return -ENOMEM;
-	if (buf_add(&b, text, len) < 0) {
-		buf_release(&b);
-		return -ENOMEM;
-	}
-	char **v = realloc(*list, (*n + 2) * sizeof(char *));
-	if (!v) {
-		buf_release(&b);
-		return -ENOMEM;
-	}
-	*list = v;
-	v[(*n)++] = buf_detach(&b);
-	v[*n] = NULL;
-	return 0;
-}
-
-/* Splits "URL,URL,…" (spaces around commas allowed) into a new list. */
-static int endpoints_parse(const char *text, char ***ret, char **ret_error)
-{
-	_cleanup_(strv_freep) char **list = NULL;
+	_cleanup_(strv_freep) char **v = NULL;
+	_cleanup_(freep) char *bad = NULL;
+	const char *problem = NULL;
 	size_t n = 0;
-	const char *p = text;
+	int r = etcd_endpoints_parse(text, &v, &n, &bad, &problem);
 
-	for (;;) {
-		const char *comma = strchr(p, ',');
-		const char *e = comma ? comma : p + strlen(p);
-		const char *s = p;
-		while (s < e && (*s == ' ' || *s == '\t'))
-			s++;
-		const char *t = e;
-		while (t > s && (t[-1] == ' ' || t[-1] == '\t'))
-			t--;
-		if (t == s)
-			return fail(ret_error, "invalid etcd endpoints '%s': empty endpoint", text);
-		if (endpoints_add(&list, &n, s, (size_t)(t - s)) < 0)
-			return -ENOMEM;
-		if (!comma)
-			break;
-		p = comma + 1;
-	}
-	*ret = TAKE_PTR(list);
+	if (r == -EINVAL)
+		return fail(ret_error, "invalid etcd endpoint '%s' (%s): %s", bad ? bad : text,
+			    where, problem ? problem : "not a URL");
+	if (r < 0)
+		return r;
+	*ret = TAKE_PTR(v);
 	return 0;
 }
 
 static int endpoints_copy(char *const *src, char ***ret)
 {
-	_cleanup_(strv_freep) char **list = NULL;
+	_cleanup_(strv_freep) char **v = NULL;
 	size_t n = 0;
 	for (size_t i = 0; src && src[i]; i++)
-		if (endpoints_add(&list, &n, src[i], strlen(src[i])) < 0)
+		if (strv_push(&v, &n, src[i]) < 0)
 			return -ENOMEM;
-	*ret = TAKE_PTR(list);
+	*ret = TAKE_PTR(v);
 	return 0;
 }
 
@@ -243,7 +218,7 @@ static int resolve_endpoints(const struct global_options *o, const struct config
 	const char *env;
 
 	if (o->etcd)
-		return endpoints_parse(o->etcd, ret, ret_error);
+		return endpoints_parse(o->etcd, "--etcd", ret, ret_error);
 	if (o->host || o->port >= 0) {
 		_cleanup_(buf_releasep) struct buf b = BUF_INIT;
 		const char *h = o->host ? o->host : "127.0.0.1";
@@ -252,56 +227,52 @@ static int resolve_endpoints(const struct global_options *o, const struct config
 		if (buf_printf(&b, "%s%s%s:%ld", v6 ? "[" : "", h, v6 ? "]" : "",
 			       o->port >= 0 ? o->port : 2379L) < 0)
 			return -ENOMEM;
-		return endpoints_parse(buf_str(&b), ret, ret_error);
+		return endpoints_parse(buf_str(&b), "--host/--port", ret, ret_error);
 	}
 	if ((env = env_nonempty("ORCHESTRATE_ETCD")))
-		return endpoints_parse(env, ret, ret_error);
+		return endpoints_parse(env, "ORCHESTRATE_ETCD", ret, ret_error);
+	/* the config's were parsed by the same rule when it was loaded */
 	if (cfg->endpoints && cfg->endpoints[0])
 		return endpoints_copy(cfg->endpoints, ret);
-	return endpoints_parse(DEFAULT_ENDPOINT, ret, ret_error);
+	return endpoints_parse(DEFAULT_ENDPOINT, "the default", ret, ret_error);
 }
 
 /* The first line of path, without its line ending. */
 static int read_password_file(const char *path, char **ret, char **ret_error)
 {
-	_cleanup_(fclosep) FILE *f = fopen(path, "re");
-	_cleanup_(freep) char *line = NULL;
-	size_t cap = 0;
+	_cleanup_(buf_releasep) struct buf b = BUF_INIT;
+	int r = file_read_max(path, PASSWORD_FILE_MAX, &b);
 
-	if (!f)
+	if (r < 0) {
+		explicit_bzero(b.data, b.cap);
 		return fail(ret_error, "cannot read password file '%s': %s", path,
-			    strerror(errno));
-	ssize_t n = getline(&line, &cap, f);
-	if (n < 0) {
-		if (ferror(f))
-			return fail(ret_error, "cannot read password file '%s': %s", path,
-				    strerror(errno));
+			    r == -EFBIG ? "too large for a password file" : strerror(-r));
+	}
+	size_t len = strcspn(buf_str(&b), "\r\n");
+	if (b.len == 0 || len == 0) {
+		explicit_bzero(b.data, b.cap);
 		return fail(ret_error, "password file '%s' is empty", path);
 	}
-	while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
-		line[--n] = '\0';
-	*ret = TAKE_PTR(line);
-	return 0;
+	*ret = strndup(b.data, len);
+	explicit_bzero(b.data, b.cap);
+	return *ret ? 0 : -ENOMEM;
 }
 
 static int resolve_hostname(const struct global_options *o, const struct config *cfg,
 			    char **ret, char **ret_error)
 {
-	const char *name = o->hostname ? o->hostname : cfg->hostname;
-	char sys[HOST_NAME_MAX + 1];
+	_cleanup_(freep) char *name = NULL;
+	int r = local_hostname(o->hostname ? o->hostname : cfg->hostname, &name);
 
-	if (!name) {
-		if (gethostname(sys, sizeof(sys)) < 0)
-			return fail(ret_error, "cannot get the system's hostname: %s",
-				    strerror(errno));
-		sys[sizeof(sys) - 1] = '\0';
-		name = sys;
-	}
-	if (!schema_name_valid(name))
+	if (r == -EINVAL)
 		return fail(ret_error, "invalid hostname '%s': %s", name,
 			    schema_name_problem(name));
-	*ret = strdup(name);
-	return *ret ? 0 : -ENOMEM;
+	if (r == -ENOMEM)
+		return r;
+	if (r < 0)
+		return fail(ret_error, "cannot get the system's hostname: %s", strerror(-r));
+	*ret = TAKE_PTR(name);
+	return 0;
 }
 
 static char *password_wipe(char *p)

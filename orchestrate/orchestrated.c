@@ -22,10 +22,7 @@
 #include "log.h"
 #include "node.h"
 #include "options.h"
-
-#ifndef ORCHESTRATE_VERSION_STRING
-#define ORCHESTRATE_VERSION_STRING "0.1"
-#endif
+#include "version.h"
 
 enum {
 	OPT_ONCE = 0x200,
@@ -117,7 +114,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (global.version) {
-		printf("orchestrated %s\n", ORCHESTRATE_VERSION_STRING);
+		printf("orchestrated %s\n", ORCHESTRATE_VERSION);
 		return 0;
 	}
 	if (optind < argc) {

@@ -12,6 +12,7 @@
  * visible length, and the escapes wrap the text alone.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cjson/cJSON.h>
@@ -21,6 +22,7 @@
 #include "fleet.h"
 #include "render.h"
 #include "schema.h"
+#include "utf8.h"
 
 #define TABLE_WIDTH 80
 #define DETAIL_MIN 20
@@ -111,11 +113,12 @@ static size_t text_width(const char *s)
 
 /*
  * The detail as one line of at most width columns: its last non-blank line (a
- * failed run's error is at the end of its output), control characters made
- * spaces, cut at a character boundary with "..." when too long.
+ * failed run's error is at the end of its output), as a table cell
+ * (render_sanitize()), cut at a character boundary with "..." when too long.
  */
 static int detail_cell(const char *detail, size_t width, struct buf *out)
 {
+	_cleanup_(buf_releasep) struct buf cell = BUF_INIT;
 	const char *start, *end;
 	size_t w = 0;
 	int r;
@@ -130,19 +133,15 @@ static int detail_cell(const char *detail, size_t width, struct buf *out)
 		start--;
 	while (start < end && (*start == ' ' || *start == '\t' || *start == '\r'))
 		start++;
+	if ((r = render_sanitize(start, (size_t)(end - start), RENDER_CELL, &cell)) < 0)
+		return r;
 
-	size_t total = 0;
-	for (const char *p = start; p < end; p++)
-		if (((unsigned char)*p & 0xc0) != 0x80)
-			total++;
+	size_t total = text_width(buf_str(&cell));
 	size_t keep = total <= width ? total : (width > 3 ? width - 3 : 0);
-
-	for (const char *p = start; p < end; p++) {
-		unsigned char c = (unsigned char)*p;
-		if ((c & 0xc0) != 0x80 && w++ == keep)
+	for (const char *p = buf_str(&cell); *p; p++) {
+		if (((unsigned char)*p & 0xc0) != 0x80 && w++ == keep)
 			break;
-		r = buf_addc(out, c < ' ' || c == 0x7f ? ' ' : (char)c);
-		if (r < 0)
+		if ((r = buf_addc(out, *p)) < 0)
 			return r;
 	}
 	if (keep < total)
@@ -594,18 +593,291 @@ int render_lines(char *const *items, FILE *out)
 	return stream_status(out);
 }
 
-int render_json_strings(char *const *items, FILE *out)
+/* --- text from outside ---------------------------------------------------------- */
+
+static int add_escaped(struct buf *out, const unsigned char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		int r = buf_printf(out, "\\x%02x", p[i]);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+int render_sanitize(const char *text, size_t len, enum render_text mode, struct buf *out)
+{
+	const unsigned char *p = (const unsigned char *)text, *end = p + len;
+	int r = 0;
+
+	while (p < end && r >= 0) {
+		uint32_t cp = 0;
+		size_t n = utf8_sequence(p, (size_t)(end - p), &cp);
+		bool control = n && (cp < 0x20 || (cp >= 0x7f && cp <= 0x9f));
+
+		if (n && !control) {
+			r = buf_add(out, p, n);
+		} else if (mode == RENDER_CELL) {
+			r = buf_addc(out, n ? ' ' : '?');
+		} else if (n && cp == '\n') {
+			r = mode == RENDER_BLOCK ? buf_addc(out, '\n') : buf_adds(out, "\\n");
+		} else if (n && cp == '\t') {
+			r = mode == RENDER_BLOCK ? buf_addc(out, '\t') : buf_adds(out, "\\t");
+		} else {
+			r = add_escaped(out, p, n ? n : 1);
+		}
+		p += n ? n : 1;
+	}
+	return r;
+}
+
+/* --- what the commands print ------------------------------------------------------ */
+
+/* Adds a string member, or null when s is NULL; false when out of memory. */
+static bool json_add_string(cJSON *obj, const char *name, const char *s)
+{
+	return json_add(obj, name, json_string_or_null(s));
+}
+
+static cJSON *json_strings(char *const *items)
 {
 	_cleanup_(cJSON_Deletep) cJSON *arr = cJSON_CreateArray();
 
 	if (!arr)
-		return -ENOMEM;
+		return NULL;
 	for (size_t i = 0; items && items[i]; i++) {
 		cJSON *s = cJSON_CreateString(items[i]);
 		if (!s || !cJSON_AddItemToArray(arr, s)) {
 			cJSON_Delete(s);
-			return -ENOMEM;
+			return NULL;
 		}
 	}
-	return json_emit(arr, out);
+	return TAKE_PTR(arr);
+}
+
+int render_json_version(FILE *out, const char *field, const char *version)
+{
+	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
+
+	if (!obj || !json_add_string(obj, field, version))
+		return -ENOMEM;
+	return json_emit(obj, out);
+}
+
+int render_json_pending(FILE *out, const char *local, const char *desired, bool pending,
+			bool reachable, const char *message)
+{
+	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
+
+	if (!obj || !json_add_string(obj, "local", local) ||
+	    !json_add_string(obj, "desired", desired) ||
+	    !json_add(obj, "pending", cJSON_CreateBool(pending)) ||
+	    !json_add(obj, "reachable", cJSON_CreateBool(reachable)) ||
+	    !json_add_string(obj, "message", message))
+		return -ENOMEM;
+	return json_emit(obj, out);
+}
+
+int render_json_names(FILE *out, const char *version, const char *field, char *const *names)
+{
+	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
+
+	if (!obj || (version && !json_add_string(obj, "version", version)) ||
+	    !json_add(obj, field, json_strings(names)))
+		return -ENOMEM;
+	return json_emit(obj, out);
+}
+
+int render_version_counts(FILE *out, const struct fleet_version_count *counts, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		fprintf(out, "%s: %zu host%s\n", counts[i].version, counts[i].hosts,
+			counts[i].hosts == 1 ? "" : "s");
+	return stream_status(out);
+}
+
+int render_json_single_version(FILE *out, const char *version, bool single,
+			       const struct fleet_version_count *counts, size_t n)
+{
+	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
+	cJSON *running;
+
+	if (!obj || !json_add_string(obj, "version", version) ||
+	    !json_add(obj, "single", cJSON_CreateBool(single)) ||
+	    !(running = cJSON_AddObjectToObject(obj, "running_versions")))
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		if (!json_add(running, counts[i].version, cJSON_CreateNumber((double)counts[i].hosts)))
+			return -ENOMEM;
+	return json_emit(obj, out);
+}
+
+int render_failures(FILE *out, const struct fleet_failures *fl, bool hosts)
+{
+	if (!hosts) {
+		fprintf(out, "failed puppet: %zu\nfailed validation: %zu\nunaccounted: %zu\n",
+			fl->n_puppet, fl->n_validation, fl->n_unaccounted);
+		return stream_status(out);
+	}
+	for (size_t i = 0; i < fl->n_puppet; i++)
+		fprintf(out, "failed puppet %s\n", fl->puppet[i]);
+	for (size_t i = 0; i < fl->n_validation; i++)
+		fprintf(out, "failed validation %s\n", fl->validation[i]);
+	for (size_t i = 0; i < fl->n_unaccounted; i++)
+		fprintf(out, "unaccounted %s\n", fl->unaccounted[i]);
+	return stream_status(out);
+}
+
+int render_json_failures(FILE *out, const struct fleet_failures *fl)
+{
+	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
+
+	if (!obj || !json_add(obj, "failed_puppet", json_strings(fl->puppet)) ||
+	    !json_add(obj, "failed_validation", json_strings(fl->validation)) ||
+	    !json_add(obj, "unaccounted", json_strings(fl->unaccounted)))
+		return -ENOMEM;
+	return json_emit(obj, out);
+}
+
+static const char *state_or_null(enum status_state s)
+{
+	return s == STATE_INVALID ? NULL : status_state_name(s);
+}
+
+static int print_detail(FILE *out, const char *title, const char *detail)
+{
+	_cleanup_(buf_releasep) struct buf b = BUF_INIT;
+	int r;
+
+	if (!detail || !*detail)
+		return 0;
+	if ((r = render_sanitize(detail, strlen(detail), RENDER_BLOCK, &b)) < 0)
+		return r;
+	fprintf(out, "%s detail:\n%s\n", title, buf_str(&b));
+	return 0;
+}
+
+int render_health(FILE *out, const struct render_health *h, bool details)
+{
+	const char *p = state_or_null(h->puppet), *v = state_or_null(h->validation);
+	int r;
+
+	fprintf(out, "puppet: %s\nvalidation: %s\n", p ? p : "none", v ? v : "none");
+	if (details && ((r = print_detail(out, "puppet", h->puppet_detail)) < 0 ||
+			(r = print_detail(out, "validation", h->validation_detail)) < 0))
+		return r;
+	return stream_status(out);
+}
+
+int render_json_health(FILE *out, const struct render_health *h)
+{
+	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
+
+	if (!obj || !json_add_string(obj, "host", h->host) ||
+	    !json_add_string(obj, "puppet", state_or_null(h->puppet)) ||
+	    !json_add_string(obj, "validation", state_or_null(h->validation)) ||
+	    !json_add_string(obj, "puppet_detail", h->puppet_detail) ||
+	    !json_add_string(obj, "validation_detail", h->validation_detail))
+		return -ENOMEM;
+	return json_emit(obj, out);
+}
+
+int render_ping(FILE *out, const char *endpoint, const char *server_version)
+{
+	_cleanup_(buf_releasep) struct buf b = BUF_INIT;
+	int r;
+
+	if ((r = render_sanitize(endpoint, strlen(endpoint), RENDER_LINE, &b)) < 0 ||
+	    (r = buf_adds(&b, ": etcd ")) < 0 ||
+	    (r = render_sanitize(server_version, strlen(server_version), RENDER_LINE, &b)) < 0)
+		return r;
+	fprintf(out, "%s\n", buf_str(&b));
+	return stream_status(out);
+}
+
+int render_json_ping(FILE *out, const char *endpoint, const char *server_version,
+		     const char *error)
+{
+	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
+
+	if (!obj || !json_add_string(obj, "endpoint", endpoint) ||
+	    !json_add_string(obj, "version", server_version) ||
+	    (error && !json_add_string(obj, "error", error)))
+		return -ENOMEM;
+	return json_emit(obj, out);
+}
+
+int render_json_catalog(FILE *out, const struct catalog *cat)
+{
+	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
+	cJSON *entries;
+
+	if (!obj || !json_add(obj, "revision", cJSON_CreateNumber((double)cat->revision)) ||
+	    !json_add(obj, "skipped", cJSON_CreateNumber((double)cat->skipped)) ||
+	    !(entries = cJSON_AddArrayToObject(obj, "entries")))
+		return -ENOMEM;
+	for (size_t i = 0; i < cat->n; i++) {
+		const struct catalog_entry *e = &cat->entries[i];
+		cJSON *o = cJSON_CreateObject();
+		if (!o || !cJSON_AddItemToArray(entries, o)) {
+			cJSON_Delete(o);
+			return -ENOMEM;
+		}
+		if (!json_add_string(o, "service", e->service) ||
+		    !json_add_string(o, "host", e->host) || !json_add_string(o, "iface", e->iface) ||
+		    !json_add_string(o, "address", e->address) ||
+		    !json_add(o, "healthy", cJSON_CreateBool(e->healthy)))
+			return -ENOMEM;
+	}
+	return json_emit(obj, out);
+}
+
+int render_json_service_wait(FILE *out, const char *service, size_t count, bool healthy,
+			     size_t seen, bool ok)
+{
+	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
+
+	if (!obj || !json_add_string(obj, "service", service) ||
+	    !json_add(obj, "count", cJSON_CreateNumber((double)count)) ||
+	    !json_add(obj, "healthy", cJSON_CreateBool(healthy)) ||
+	    !json_add(obj, "seen", cJSON_CreateNumber((double)seen)) ||
+	    !json_add(obj, "ok", cJSON_CreateBool(ok)))
+		return -ENOMEM;
+	return json_emit(obj, out);
+}
+
+int render_policy(FILE *out, const struct rollout_policy *p)
+{
+	if (!p) {
+		fputs("no policy\n", out);
+		return stream_status(out);
+	}
+	if (p->max_parallel > 0)
+		fprintf(out, "max_parallel: %ld\n", p->max_parallel);
+	else if (p->max_percent > 0)
+		fprintf(out, "max_percent: %g\n", p->max_percent);
+	else
+		fputs("max_parallel: unlimited\n", out);
+	if (p->n_groups > 0) {
+		fputs("groups:", out);
+		for (size_t i = 0; i < p->n_groups; i++)
+			fprintf(out, " %s", p->groups[i]);
+		fputc('\n', out);
+	}
+	return stream_status(out);
+}
+
+int render_json_policy(FILE *out, const struct rollout_policy *p)
+{
+	_cleanup_(freep) char *text = NULL;
+	int r;
+
+	if (!p) {
+		fputs("null\n", out);
+		return stream_status(out);
+	}
+	if ((r = rollout_policy_encode(p, &text)) < 0)
+		return r;
+	fprintf(out, "%s\n", text);
+	return stream_status(out);
 }

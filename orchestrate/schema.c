@@ -277,6 +277,11 @@ static char *key_build(const char *prefix, int dir, ...)
 #define N(s) (s), 1
 #define END ((const char *)NULL)
 
+char *key_root(const char *prefix)
+{
+	return key_build(prefix, true, END);
+}
+
 char *key_current_version(const char *prefix)
 {
 	return key_build(prefix, false, W("current_version"), END);
@@ -309,14 +314,6 @@ char *key_running_version(const char *prefix, const char *version, const char *h
 char *key_status_dir(const char *prefix)
 {
 	return key_build(prefix, true, W("status"), END);
-}
-
-char *key_status_state_dir(const char *prefix, enum status_type t, enum status_state s)
-{
-	if (!status_state_allowed(t, s))
-		return NULL;
-	return key_build(prefix, true, W("status"), W(status_type_name(t)),
-			 W(status_state_name(s)), END);
 }
 
 char *key_status(const char *prefix, enum status_type t, enum status_state s, const char *host)
@@ -378,6 +375,13 @@ char *key_rollout_holder(const char *prefix, const char *host)
 char *key_groups_dir(const char *prefix)
 {
 	return key_build(prefix, true, W("groups"), END);
+}
+
+char *key_group_members_dir(const char *prefix, const char *group)
+{
+	if (!group)
+		return NULL;
+	return key_build(prefix, true, W("groups"), N(group), END);
 }
 
 char *key_group_host(const char *prefix, const char *group, const char *host)

@@ -105,6 +105,22 @@ if test -f "$REPO_ROOT/bin/orchestrated"; then
 		orchestrated --version >out 2>err &&
 		grep "[0-9]" out
 	'
+	# orchestrate said 0.1.0 and orchestrated 0.1: now both say the Makefile'"'"'s
+	# VERSION, and so do the man pages.
+	test_expect_success 'one version: both programs and the man pages say the Makefile'"'"'s' '
+		v=$(make -s -C "$REPO_ROOT" print-version) &&
+		test -n "$v" &&
+		echo "orchestrate $v" >expect &&
+		orch --version >actual &&
+		test_cmp expect actual &&
+		echo "orchestrated $v" >expect &&
+		orchestrated --version >actual &&
+		test_cmp expect actual &&
+		for m in orchestrate.1 orchestrate.conf.5 orchestrated.8; do
+			grep -x ".Os orchestrate $v" "$REPO_ROOT/man/$m" ||
+				{ echo "man/$m does not say $v" >&4; exit 1; }
+		done
+	'
 	test_expect_success 'orchestrated with an unknown option exits 64' '
 		test_expect_code 64 orchestrated --no-such-option 2>err &&
 		test -s err

@@ -197,6 +197,22 @@ test_expect_success 'current_version with an implausible value in etcd is an err
 	! grep -F "passwd" out
 '
 
+# The message came from comparing etcd's last error with "etcd: no error":
+# after a failover that text was the dead member's, and the command said
+# "connection refused" about an etcd that had answered.  fleet.c now says
+# -EBADMSG for a value that is not a version, and the command says so.
+test_expect_success 'an implausible current_version is named as such, also after a failover' '
+	etcdctl_put /current_version "not a version" &&
+	test_expect_code 69 orch --etcd "$(dead_url),$ETCD_URL" current_version >out 2>err &&
+	test_must_be_empty out &&
+	test_one_line err &&
+	grep -F "holds no valid version" err &&
+	! grep -i -e refused -e "connect" err &&
+	test_expect_code 69 orch --etcd "$(dead_url),$ETCD_URL" current_version --json >out 2>err &&
+	test_must_be_empty out &&
+	grep -F "holds no valid version" err
+'
+
 test_expect_success 'rollback to an implausible previous_version is refused, nothing written' '
 	etcdctl_put /current_version v1 &&
 	etcdctl_put /previous_version "../x" &&

@@ -225,6 +225,22 @@ test_expect_success 'local_health: 1 when pending, and 1 for a host with no stat
 	test_expect_code 1 orch --hostname nobody local_health
 '
 
+# One sanitiser for every human output (render_sanitize()): status always
+# cleaned a detail, local_health -v printed its bytes raw, so a hook's output
+# could clear the operator's screen or retitle the terminal.
+test_expect_success 'local_health -v shows a detail'"'"'s control bytes, never sends them' '
+	detail=$(printf "line one\nboom \033[2J\033]0;owned\007 \302\233""31m done") &&
+	orch --hostname esc1 update_own_status puppet 1 --detail "$detail" &&
+	test_expect_code 1 orch --hostname esc1 -v local_health >out &&
+	! grep -q "$(printf "\033")" out &&
+	! grep -q "$(printf "\007")" out &&
+	! grep -q "$(printf "\302\233")" out &&
+	grep -F "line one" out &&
+	grep -F "boom \x1b[2J\x1b]0;owned\x07 \xc2\x9b31m done" out &&
+	test_expect_code 1 orch --hostname esc1 local_health --json >json &&
+	grep -F "owned" json
+'
+
 test_expect_success 'local_health uses the host name from the config file' '
 	cat >conf.yaml <<-EOF2 &&
 	node:

@@ -63,6 +63,27 @@ test_expect_success 'publish_service without services takes them from the profil
 	etcdctl_exists /available_services/cinder/h4
 '
 
+# The profile list's one rule (local.h): "#" starts a comment anywhere on a
+# line.  publish_service used to skip "glance # web" as an invalid name while
+# the daemon published it as glance.
+test_expect_success 'publish_service: "glance # web" in the profile list is glance' '
+	printf "glance # web\n# a comment\n\n  keystone\t\r\n" >profile_list.txt &&
+	orch --hostname h5 publish_service --address eth0=10.0.0.5 2>err &&
+	test_must_be_empty err &&
+	etcdctl_exists /available_services/glance/h5 &&
+	etcdctl_exists /available_services/keystone/h5 &&
+	test -z "$(etcdctl_keys /available_services/ | grep -v -e /glance/ -e /keystone/ | grep /h5\$)"
+'
+
+test_expect_success 'publish_service: an invalid line is skipped with a one-line warning naming it' '
+	printf "glance web\nnova\n" >profile_list.txt &&
+	orch --hostname h6 publish_service --address eth0=10.0.0.6 2>err &&
+	test_one_line err &&
+	grep -F "glance web" err && grep -F "ignoring" err &&
+	etcdctl_exists /available_services/nova/h6 &&
+	test -z "$(etcdctl_keys /available_services/ | grep -v /nova/ | grep /h6\$)"
+'
+
 test_expect_success 'unpublish_service removes the entry, keeps the others' '
 	orch --hostname h4 unpublish_service nova &&
 	! etcdctl_exists /available_services/nova/h4 &&

@@ -119,6 +119,46 @@ test_expect_success 'etcd.endpoints as a block list' '
 	test_cmp expect actual
 '
 
+# One rule for an endpoint wherever it is written (etcd_endpoint_parse()):
+# "127.0.0.1:PORT" used to be accepted by --etcd (http:// added) and refused in
+# the config file; "ftp://..." and port 99999 used to get past the command
+# line and fail in curl with exit 69.
+test_expect_success 'an endpoint without a scheme is http://, in the config file as on the command line' '
+	orch --etcd "127.0.0.1:$ETCD_PORT" current_version >actual &&
+	test_cmp expect actual &&
+	cat >conf.yaml <<-EOF2 &&
+	etcd:
+	  endpoints: [127.0.0.1:$ETCD_PORT]
+	EOF2
+	env -u ORCHESTRATE_ETCD orchestrate --config conf.yaml current_version >actual &&
+	test_cmp expect actual &&
+	ORCHESTRATE_ETCD="127.0.0.1:$ETCD_PORT" orchestrate --config conf.yaml current_version >actual &&
+	test_cmp expect actual
+'
+
+for bad in "ftp://127.0.0.1:$ETCD_PORT" "http://127.0.0.1:99999" "http://127.0.0.1:0" \
+	"http://user@127.0.0.1:$ETCD_PORT" "http://::1:$ETCD_PORT" "http://[::1:$ETCD_PORT" \
+	"http://" "http://127.0.0.1:$ETCD_PORT/?x"; do
+	test_expect_success "--etcd '$bad' exits 64 at parse time with one line naming it" '
+		test_expect_code 64 orch --etcd "$bad" current_version >out 2>err &&
+		test_must_be_empty out &&
+		test_one_line err &&
+		grep -F -e "$bad" err &&
+		! grep -i curl err &&
+		test_expect_code 64 env ORCHESTRATE_ETCD="$bad" orchestrate --config "$ORCH_CONFIG" current_version 2>err &&
+		test_one_line err &&
+		printf "etcd:\n  endpoints: [\"%s\"]\n" "$bad" >conf.yaml &&
+		test_expect_code 64 env -u ORCHESTRATE_ETCD orchestrate --config conf.yaml current_version 2>err &&
+		test_one_line err &&
+		grep -F "conf.yaml:2" err
+	'
+done
+
+test_expect_success '--port 99999 is refused at parse time too (64)' '
+	test_expect_code 64 orch --host 127.0.0.1 --port 99999 current_version 2>err &&
+	test_one_line err
+'
+
 test_expect_success 'the command line wins over the config file' '
 	cat >conf.yaml <<-EOF2 &&
 	etcd:

@@ -130,11 +130,30 @@ test_expect_success 'killed -9 between config and validation (during the validat
 	test -z "$(etcdctl_keys /running_version/v3/)"
 '
 
+# services_settled NODE  — what the last run set off is over: the hiera file
+# holds the node's own services as healthy (published once validation
+# succeeded, a catalog change that timing.quiet debounces), and the services
+# hook ran for the last rewrite of that file and is not running.
+services_settled () {
+	grep -q "^healthy_services::common::" "$TRASH/$1/services.yaml" &&
+	test ! -e "$TRASH/$1/state/services-pending" &&
+	grep -E "hiera file .* updated|hook .services. (started|exited)" "$TRASH/$1/log" |
+		tail -n 1 | grep -q "hook .services. exited"
+}
+
+# The services hook killed must be the one this test's catalog change starts.
+# The test before ends as soon as running_version/v4/w1 is there, and the
+# node has then just published its services as healthy: the services run of
+# that change starts timing.quiet (0.2 s) later.  When it started between the
+# echo and the put below (etcdctl is slow under load), it slept 30 s too, the
+# wait saw it at once, and the hiera file did not hold 10.9.9.9 yet (a flake:
+# 2 runs in 4 in the report, and reproduced every time with a 0.4 s pause
+# before the put).  So: wait until that is over, and wait for both.
 test_expect_success 'killed -9 during the services hook: restarted at once, it runs it again' '
+	wait_for "services_settled w1" 10 &&
 	echo 30 >w1/services.sleep &&
 	etcdctl_put /available_services/db/other "{\"addresses\":{\"eth0\":\"10.9.9.9\"},\"healthy\":true}" &&
-	wait_for "test -n \"\$(hook_pgid w1 services)\"" 10 &&
-	grep -q 10.9.9.9 w1/services.yaml &&
+	wait_for "grep -q 10.9.9.9 w1/services.yaml && test -n \"\$(hook_pgid w1 services)\"" 10 &&
 	n=$(count_lines w1/services.count) &&
 	crash w1 services &&
 	consistent w1 &&

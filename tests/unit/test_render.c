@@ -255,19 +255,116 @@ static void test_lists(void)
 
 	text = NULL;
 	f = open_memstream(&text, &len);
-	is_int(render_json_strings(items, f), 0, "render_json_strings");
+	is_int(render_json_names(f, "v9", "hosts", items), 0, "render_json_names");
 	fclose(f);
-	is_str(text, "[\"v1\",\"v\\\"2\"]\n", "JSON array");
+	is_str(text, "{\"version\":\"v9\",\"hosts\":[\"v1\",\"v\\\"2\"]}\n", "JSON object");
 	_cleanup_(cJSON_Deletep) cJSON *j = cJSON_Parse(text);
-	ok(cJSON_IsArray(j) && cJSON_GetArraySize(j) == 2, "array parses back");
+	ok(cJSON_IsArray(cJSON_GetObjectItem(j, "hosts")) &&
+	   cJSON_GetArraySize(cJSON_GetObjectItem(j, "hosts")) == 2, "object parses back");
 	free(text);
 
 	char *none[] = { NULL };
 	text = NULL;
 	f = open_memstream(&text, &len);
-	render_json_strings(none, f);
+	render_json_names(f, NULL, "running_versions", none);
 	fclose(f);
-	is_str(text, "[]\n", "empty list is []");
+	is_str(text, "{\"running_versions\":[]}\n", "empty list is [], no version");
+	free(text);
+}
+
+/* render_sanitize() over text in one mode, as a string (caller frees). */
+static char *clean(const char *text, size_t len, enum render_text mode)
+{
+	struct buf b = BUF_INIT;
+	if (render_sanitize(text, len, mode, &b) < 0)
+		return NULL;
+	return buf_detach(&b);
+}
+
+static void test_sanitize(void)
+{
+	static const struct {
+		const char *in;
+		size_t len;
+		const char *line, *block, *cell;
+	} cases[] = {
+		{ "plain text", 10, "plain text", "plain text", "plain text" },
+		{ "caf\xc3\xa9 \xe2\x9c\x93", 9, "caf\xc3\xa9 \xe2\x9c\x93", "caf\xc3\xa9 \xe2\x9c\x93",
+		  "caf\xc3\xa9 \xe2\x9c\x93" },
+		{ "a\nb\tc", 5, "a\\nb\\tc", "a\nb\tc", "a b c" },
+		{ "red \033[31mX\033[0m", 14, "red \\x1b[31mX\\x1b[0m", "red \\x1b[31mX\\x1b[0m",
+		  "red  [31mX [0m" },
+		/* U+009B, CSI in one (C1) character */
+		{ "a\xc2\x9b" "2Jb", 6, "a\\xc2\\x9b2Jb", "a\\xc2\\x9b2Jb", "a 2Jb" },
+		{ "bell\x07\x7f", 6, "bell\\x07\\x7f", "bell\\x07\\x7f", "bell  " },
+		/* not UTF-8: a stray continuation byte, a cut sequence */
+		{ "x\x80y\xe2\x9c", 5, "x\\x80y\\xe2\\x9c", "x\\x80y\\xe2\\x9c", "x?y??" },
+		{ "nul\0end", 7, "nul\\x00end", "nul\\x00end", "nul end" },
+		{ "cr\r\n", 4, "cr\\x0d\\n", "cr\\x0d\n", "cr  " },
+	};
+
+	for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+		_cleanup_(freep) char *line = clean(cases[i].in, cases[i].len, RENDER_LINE);
+		_cleanup_(freep) char *block = clean(cases[i].in, cases[i].len, RENDER_BLOCK);
+		_cleanup_(freep) char *cell = clean(cases[i].in, cases[i].len, RENDER_CELL);
+		is_str(line, cases[i].line, "sanitize %zu: one line", i);
+		is_str(block, cases[i].block, "sanitize %zu: block", i);
+		is_str(cell, cases[i].cell, "sanitize %zu: cell", i);
+	}
+}
+
+/* local_health -v printed a detail's escape bytes raw; status cleaned them.
+ * Both go through render_sanitize() now. */
+static void test_health(void)
+{
+	struct render_health h = {
+		.host = "web1",
+		.puppet = STATE_FAILED,
+		.validation = STATE_INVALID,
+		.puppet_detail = "line 1\nboom \033]0;owned\007\033[2J",
+	};
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+
+	is_int(render_health(f, &h, true), 0, "render_health");
+	fclose(f);
+	is_str(text, "puppet: failed\nvalidation: none\npuppet detail:\n"
+		     "line 1\nboom \\x1b]0;owned\\x07\\x1b[2J\n", "a detail's escapes are shown, not sent");
+	ok(text && !strchr(text, '\033'), "no escape byte reaches the terminal");
+	free(text);
+
+	struct host_view hosts[] = {
+		host("web1", "v1", STATE_FAILED, STATE_SUCCESS, true, "g", 5,
+		     "ok\nfailed \033[31mred\033[0m \xc2\x9b" "2J"),
+	};
+	struct fleet_view v = { .hosts = hosts, .n = 1, .current_version = (char *)"v1" };
+	int r;
+	_cleanup_(freep) char *t = table(&v, false, &r);
+	ok(r == 0 && t && !strchr(t, '\033') && !strstr(t, "\xc2\x9b"),
+	   "status's DETAIL holds no control character either");
+}
+
+static void test_commands(void)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	struct fleet_version_count counts[] = { { (char *)"v1", 1 }, { (char *)"v2", 3 } };
+
+	is_int(render_json_single_version(f, "v2", false, counts, 2), 0, "single version JSON");
+	is_int(render_version_counts(f, counts, 2), 0, "version counts");
+	is_int(render_json_version(f, "current_version", NULL), 0, "null version");
+	is_int(render_json_service_wait(f, "db", 2, true, 1, false), 0, "service wait");
+	is_int(render_ping(f, "http://h:2379", "3.4\033[2J"), 0, "ping");
+	fclose(f);
+	is_str(text,
+	       "{\"version\":\"v2\",\"single\":false,\"running_versions\":{\"v1\":1,\"v2\":3}}\n"
+	       "v1: 1 host\nv2: 3 hosts\n"
+	       "{\"current_version\":null}\n"
+	       "{\"service\":\"db\",\"count\":2,\"healthy\":true,\"seen\":1,\"ok\":false}\n"
+	       "http://h:2379: etcd 3.4\\x1b[2J\n",
+	       "the commands' outputs");
 	free(text);
 }
 
@@ -277,5 +374,8 @@ int main(void)
 	test_table();
 	test_json();
 	test_lists();
+	test_sanitize();
+	test_health();
+	test_commands();
 	return done_testing();
 }

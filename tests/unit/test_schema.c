@@ -192,8 +192,8 @@ static void test_keys(void)
 	is_key(key_running_version("", "v1", "web1"), "/running_version/v1/web1",
 	       "running_version");
 	is_key(key_status_dir(""), "/status/", "status dir");
-	is_key(key_status_state_dir("", STATUS_PUPPET, STATE_FAILED), "/status/puppet/failed/",
-	       "status state dir");
+	is_key(key_root(""), "/", "root");
+	is_key(key_root("/fleet/"), "/fleet/", "root below a prefix");
 	is_key(key_status("", STATUS_VALIDATION, STATE_SUCCESS, "web1"),
 	       "/status/validation/success/web1", "status");
 	is_key(key_status("", STATUS_PROVISIONED, STATE_SUCCESS, "web1"),
@@ -207,6 +207,7 @@ static void test_keys(void)
 	is_key(key_rollout_holders_dir(""), "/rollout/holders/", "holders dir");
 	is_key(key_rollout_holder("", "web1"), "/rollout/holders/web1", "holder");
 	is_key(key_groups_dir(""), "/groups/", "groups dir");
+	is_key(key_group_members_dir("", "dc1"), "/groups/dc1/", "a group's dir");
 	is_key(key_group_host("", "dc1", "web1"), "/groups/dc1/web1", "group host");
 	is_key(key_pause_dir(""), "/pause/", "pause dir");
 	is_key(key_pause_global(""), "/pause/global", "pause global");
@@ -241,14 +242,15 @@ static void test_keys(void)
 	is_key(key_service("", "glance/x", "web1"), NULL, "service with slash");
 	is_key(key_service_dir("", ".."), NULL, "service ..");
 	is_key(key_group_host("", "dc 1", "web1"), NULL, "group with space");
+	is_key(key_group_members_dir("", "../x"), NULL, "a group's dir: invalid group");
 	is_key(key_pause_group("", "../global"), NULL, "hostile group in pause");
 	is_key(key_pause_host("", "h\xc3\xa9"), NULL, "non-ASCII host in pause");
 	is_key(key_status("", STATUS_VALIDATION, STATE_PENDING, "web1"), NULL,
 	       "validation/pending is not a key");
 	is_key(key_status("", STATUS_PUPPET, STATE_INVALID, "web1"), NULL, "invalid state");
-	is_key(key_status_state_dir("", _STATUS_TYPE_MAX, STATE_SUCCESS), NULL, "invalid type");
-	is_key(key_status_state_dir("", STATUS_PROVISIONED, STATE_RUNNING), NULL,
-	       "provisioned/running is not a dir");
+	is_key(key_status("", _STATUS_TYPE_MAX, STATE_SUCCESS, "web1"), NULL, "invalid type");
+	is_key(key_status("", STATUS_PROVISIONED, STATE_RUNNING, "web1"), NULL,
+	       "provisioned/running is not a key");
 
 	_cleanup_(freep) char *n253 = repeat('h', 253);
 	_cleanup_(freep) char *n254 = repeat('h', 254);

@@ -1,0 +1,20 @@
+/*
+ * utf8.h — UTF-8 decoding, strictly: what fleet.c stores (valid UTF-8, so that
+ * cJSON writes valid JSON) and what render.c shows (no control characters)
+ * both start from here.
+ */
+#ifndef ORCHESTRATE_UTF8_H
+#define ORCHESTRATE_UTF8_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * The length (1-4) of the well-formed UTF-8 sequence at the start of the n
+ * bytes at s (n > 0), with its code point in *ret_cp when not NULL; 0 when
+ * it is not one: a stray continuation byte, a cut sequence, an overlong form,
+ * a surrogate or a code point past U+10FFFF.
+ */
+size_t utf8_sequence(const unsigned char *s, size_t n, uint32_t *ret_cp);
+
+#endif
