@@ -471,17 +471,6 @@ static bool kvs_has(const struct etcd_kv_list *l, size_t dir_len, const char *na
 	return false;
 }
 
-static char *key_group_dir(const char *P, const char *group)
-{
-	_cleanup_(freep) char *dir = key_groups_dir(P);
-	struct buf b = BUF_INIT;
-	if (!dir || buf_printf(&b, "%s%s/", dir, group) < 0) {
-		buf_release(&b);
-		return NULL;
-	}
-	return buf_detach(&b);
-}
-
 /* How many hosts of alive (a range below a dir of alive_len bytes) are members
  * of group, other than skip (may be NULL); with running (not NULL), only those
  * not in it.  Reads groups/GROUP/ at revision. */
@@ -490,7 +479,7 @@ static int group_count(struct fleet *f, const char *group, int64_t revision,
 		       const struct etcd_kv_list *running, size_t running_len, const char *skip,
 		       size_t *ret)
 {
-	_cleanup_(freep) char *gdir = key_group_dir(f->prefix, group);
+	_cleanup_(freep) char *gdir = key_group_members_dir(f->prefix, group);
 	_cleanup_(etcd_kv_list_releasep) struct etcd_kv_list members = ETCD_KV_LIST_INIT;
 	size_t count = 0;
 	int r;

@@ -36,6 +36,7 @@
 
 #include "buf.h"
 #include "cleanup.h"
+#include "clock.h"
 #include "config.h"
 #include "hiera.h"
 #include "log.h"
@@ -170,9 +171,7 @@ static size_t hook_metric_index(const char *name)
 
 static double wall_now(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	return (double)clock_usec(CLOCK_REALTIME) / (double)USEC_PER_SEC;
 }
 
 static uint64_t mono_now(struct node *n)
@@ -464,7 +463,7 @@ void node_stop(struct node *n)
 
 /* --- reload ------------------------------------------------------------------------------ */
 
-static bool strv_equal(char **a, char **b)
+static bool strv_same(char **a, char **b)
 {
 	size_t i;
 	if (!a || !b)
@@ -475,10 +474,51 @@ static bool strv_equal(char **a, char **b)
 	return !a[i] && !b[i];
 }
 
+static bool strv_same(char **a, char **b);
+
+/* Whether the etcd connection settings differ: endpoints, TLS files, user,
+ * password, timeout. */
+static bool etcd_options_differ(const struct etcd_options *a, const struct etcd_options *b)
+{
+	return !strv_same(a->endpoints, b->endpoints) || !str_eq(a->cacert, b->cacert) ||
+	       !str_eq(a->cert, b->cert) || !str_eq(a->key, b->key) || !str_eq(a->user, b->user) ||
+	       !str_eq(a->password, b->password) || a->timeout_ms != b->timeout_ms;
+}
+
+/*
+ * A new etcd client for new connection settings: the stream and the stage
+ * watch belong to the old one and go with it; the lease lives in etcd and is
+ * kept alive by the new client; a resync reads everything again and opens
+ * the stream on the new client.
+ */
+static int node_reconnect(struct node *n, struct etcd_options *fresh)
+{
+	struct etcd_client *c = NULL;
+	struct etcd_options t;
+	int r;
+
+	if ((r = etcd_client_new(fresh, &c)) < 0)
+		return r;
+	if ((r = etcd_client_attach_event(c, n->event)) < 0) {
+		etcd_client_free(c);
+		return r;
+	}
+	node_stop_watches(n);
+	etcd_client_free(n->etcd);
+	n->etcd = c;
+	n->fleet.etcd = c;
+	/* the options' strings are owned by the resolved options: swap them so
+	 * the old ones are released with the fresh struct */
+	t = n->opt.etcd;
+	n->opt.etcd = *fresh;
+	*fresh = t;
+	return 0;
+}
+
 /* Whether what the node watches changes with the new config. */
 static bool node_watch_set_changed(const struct config *a, const struct config *b)
 {
-	if (!str_eq(a->group, b->group) || !strv_equal(a->consumes, b->consumes) ||
+	if (!str_eq(a->group, b->group) || !strv_same(a->consumes, b->consumes) ||
 	    a->n_depends != b->n_depends)
 		return true;
 	for (size_t i = 0; i < a->n_depends; i++)
@@ -492,7 +532,7 @@ int node_reload(struct node *n)
 	_cleanup_(options_resolved_releasep) struct options_resolved fresh = { 0 };
 	_cleanup_(freep) char *error = NULL;
 	struct config *old;
-	bool regroup, rewatch;
+	bool regroup, rewatch = false;
 	int r;
 
 	(void)sd_notify(false, "RELOADING=1");
@@ -504,14 +544,20 @@ int node_reload(struct node *n)
 	}
 	if (!str_eq(fresh.hostname, n->opt.hostname) || !str_eq(fresh.prefix, n->opt.prefix))
 		log_warnx("reload: a new hostname or prefix needs a restart, ignoring them");
-	for (size_t i = 0; fresh.etcd.endpoints[i] || n->opt.etcd.endpoints[i]; i++)
-		if (!str_eq(fresh.etcd.endpoints[i], n->opt.etcd.endpoints[i])) {
-			log_warnx("reload: new etcd endpoints need a restart, ignoring them");
-			break;
+	if (etcd_options_differ(&fresh.etcd, &n->opt.etcd)) {
+		r = node_reconnect(n, &fresh.etcd);
+		if (r < 0) {
+			log_warnx("reload: cannot use the new etcd settings: %s, keeping the running configuration",
+				  strerror(-r));
+			(void)sd_notify(false, "READY=1");
+			return r;
 		}
+		log_info("reload: new etcd settings (endpoints, TLS, user or timeout): reconnecting");
+		rewatch = true;
+	}
 	old = n->opt.config;
 	regroup = !str_eq(old->group, fresh.config->group);
-	rewatch = node_watch_set_changed(old, fresh.config);
+	rewatch = rewatch || node_watch_set_changed(old, fresh.config);
 	n->opt.config = TAKE_PTR(fresh.config);
 	config_free(old);
 	if (!str_eq(fresh.local_version_file, n->opt.local_version_file)) {

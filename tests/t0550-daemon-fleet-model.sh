@@ -155,6 +155,19 @@ test_expect_success 'a reload that changes node.consumes replaces the stream and
 	wait_for "grep -q 10.9.0.3 c/services.yaml" 10
 '
 
+test_expect_success 'a reload with new etcd settings reconnects on a new client, keeping its lease' '
+	lease=$(etcdctl_lease_of /alive/c) &&
+	streams=$(metric etcd_debugging_mvcc_watch_stream_total) &&
+	sed -i "s/^  timeout: 5$/  timeout: 4/" c/orchestrate.yaml &&
+	grep -q "^  timeout: 4$" c/orchestrate.yaml &&
+	kill -HUP $(node_pid c) &&
+	wait_for "grep -q \"new etcd settings\" c/log" 10 &&
+	etcdctl_put /available_services/s0/zz4 "{\"addresses\":{\"eth0\":\"10.9.0.4\"}}" &&
+	wait_for "grep -q 10.9.0.4 c/services.yaml" 10 &&
+	test "$(etcdctl_lease_of /alive/c)" = "$lease" &&
+	wait_for "test \"\$(metric etcd_debugging_mvcc_watch_stream_total)\" = $streams" 10
+'
+
 test_expect_success 'a burst while etcd restarts: no event lost, the stream resumed' '
 	burst 2 300 2>/dev/null &
 	bpid=$! &&
