@@ -74,7 +74,7 @@ static void check_defaults(const struct config *c, const char *what)
 	ok(c->quiet == 2.0 && c->quiet_max == 10.0, "%s: quiet, quiet_max", what);
 	is_int(c->retry_min, 5, "%s: retry_min", what);
 	is_int(c->retry_max, 300, "%s: retry_max", what);
-	is_int(c->watch_idle, 300, "%s: watch_idle", what);
+	is_int(c->watch_idle, 900, "%s: watch_idle", what);
 }
 
 static void test_defaults(void)
@@ -181,7 +181,7 @@ static void test_spec_example(void)
 	is_str(c->hook_config, "/usr/lib/orchestrate/hooks/config", "example: config hook");
 	is_int(c->lease_ttl, 30, "example: lease_ttl");
 	is_int(c->retry_max, 300, "example: retry_max");
-	is_int(c->watch_idle, 300, "example: watch_idle default");
+	is_int(c->watch_idle, 900, "example: watch_idle default");
 }
 
 static void test_empty(void)
