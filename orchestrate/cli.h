@@ -134,6 +134,6 @@ extern const struct command command_publish_service, command_unpublish_service,
 	command_get_services, command_cache_services, command_wait_for_service;
 /* cmd_admin.c */
 extern const struct command command_provision, command_decommission, command_pause,
-	command_resume, command_rollout_policy;
+	command_pauses, command_resume, command_rollout_policy;
 
 #endif
