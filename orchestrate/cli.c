@@ -41,6 +41,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <curl/curl.h>
 
 #include "buf.h"
@@ -700,7 +701,25 @@ int cli_local_version(struct cli *cli, char **ret)
 	}
 }
 
+/* Whether a progress line is on stderr, to be cleared before anything else. */
+static bool progress_shown;
+
 void cli_progress(size_t have, size_t want, void *what)
 {
 	log_debug("%zu of %zu %s", have, want, (const char *)what);
+	/* a person watching sees how far it is; a pipe or CI log gets none of it */
+	if (!isatty(STDERR_FILENO))
+		return;
+	fprintf(stderr, "\r\033[K%zu/%zu %s", have, want, (const char *)what);
+	fflush(stderr);
+	progress_shown = true;
+}
+
+void cli_progress_end(void)
+{
+	if (!progress_shown)
+		return;
+	fputs("\r\033[K", stderr);
+	fflush(stderr);
+	progress_shown = false;
 }

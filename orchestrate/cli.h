@@ -116,8 +116,11 @@ int cli_output(int r);
  * warning), or an exit status > 1 (66) after printing why it cannot be read. */
 int cli_local_version(struct cli *cli, char **ret);
 
-/* Logs (-v) how far a wait is: "3 of 10 hosts at v2". */
+/* How far a wait is: logged with -v ("3 of 10 hosts at v2"), and, when
+ * stderr is a terminal, drawn on one line there ("3/10 hosts at v2") that
+ * cli_progress_end() clears before the answer is printed. */
 void cli_progress(size_t have, size_t want, void *what);
+void cli_progress_end(void);
 
 /* --- the commands ------------------------------------------------------------------ */
 
