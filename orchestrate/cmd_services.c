@@ -315,9 +315,11 @@ static int cmd_wait_for_service(struct cli *cli, int argc, char **argv)
 		log_debug("%zu host%s of '%s' published", seen, seen == 1 ? "" : "s", service);
 		return 0;
 	}
-	return cli_error(1, "timed out after %g s waiting for %zu host%s of %s%s, saw %zu "
-			 "(%zu missing)", arg_timeout, count, count == 1 ? "" : "s", service,
-			 arg_healthy ? " (healthy)" : "", seen, seen < count ? count - seen : 0);
+	/* the words before "saw" are what the Puppet module's users grep for */
+	return cli_error(1, "timed out waiting for %zu host%s of %s%s, saw %zu (after %g s, "
+			 "%zu missing)", count, count == 1 ? "" : "s", service,
+			 arg_healthy ? " (healthy)" : "", seen, arg_timeout,
+			 seen < count ? count - seen : 0);
 }
 
 static const struct cli_option wait_for_service_options[] = {
