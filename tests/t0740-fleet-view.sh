@@ -170,4 +170,21 @@ test_expect_success 'progress on a terminal (script)' '
 	grep -q "timed out after 1 s: 1 host missing" tty.out
 '
 
+test_expect_success 'orchestrated --check-config warns about a missing or non-executable hook' '
+	test -x "$REPO_ROOT/bin/orchestrated" || { echo "# skip: no orchestrated"; exit 0; }
+	printf "#!/bin/sh\nexit 0\n" >ok-hook && chmod +x ok-hook &&
+	printf "#!/bin/sh\nexit 0\n" >noexec-hook && chmod -x noexec-hook &&
+	cat >hooks.yaml <<-EOF &&
+	hooks:
+	  config: $TRASH/ok-hook
+	  validate: $TRASH/noexec-hook
+	  services: $TRASH/missing-hook
+	EOF
+	orchestrated --check-config --config hooks.yaml >out 2>err &&
+	grep -q "configuration OK" out &&
+	grep -q "validate hook .*noexec-hook. is not executable" err &&
+	grep -q "services hook .*missing-hook.: No such file" err &&
+	! grep -q "config hook" err
+'
+
 test_done
