@@ -98,7 +98,9 @@ test_expect_success 'status HOST shows one host in full' '
 	grep "^provisioned: *success" h &&
 	orch --json status web1 >h.json && json_ok h.json &&
 	test_expect_code 1 orch status nosuchhost 2>err &&
-	grep -q "no host .nosuchhost." err
+	test_one_line err &&
+	grep -q "no host .nosuchhost." err &&
+	test_expect_code 64 orch status ../x 2>err && test_one_line err
 '
 
 test_expect_success 'pause --group with nobody in it warns and still sets it' '
