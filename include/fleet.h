@@ -116,6 +116,48 @@ int fleet_resume(struct fleet *f, enum pause_scope scope, const char *name);
  * and why ("global: kernel freeze"). Returns 1 paused, 0 not. */
 int fleet_paused(struct fleet *f, const char *host, const char *group, char **ret_reason);
 
+/* Every pause set, global first, then groups and hosts by name (pause --list);
+ * name is NULL for the global one, reason NULL when none was given.  Free with
+ * pause_entries_free(). */
+struct pause_entry {
+	enum pause_scope scope;
+	char *name;
+	char *reason;
+	int64_t time;		/* 0 when not recorded */
+};
+int fleet_pauses_list(struct fleet *f, struct pause_entry **ret, size_t *ret_n);
+void pause_entries_free(struct pause_entry *p, size_t n);
+
+/* How many hosts registered in group (keys under groups/GROUP/; one count-only
+ * range), so that `pause --group` can warn about a group nobody is in. */
+int fleet_group_size(struct fleet *f, const char *group, size_t *ret);
+/* 1 when host is alive or provisioned (registered at some time), 0 when etcd
+ * has never heard of it. */
+int fleet_host_known(struct fleet *f, const char *host);
+
+/* One host in full (`status HOST`): each state it holds, with its time, exit
+ * code, version and whole detail, and its alive key with the lease it is under. */
+struct host_state {
+	enum status_type type;
+	enum status_state state;
+	int64_t time;
+	int exit_code;
+	char *version;			/* NULL when not recorded */
+	char *detail;			/* NULL when none */
+};
+struct host_record {
+	struct host_state *states;	/* by type, then state */
+	size_t n_states;
+	bool alive;
+	int64_t alive_time;
+	long alive_pid;
+	char *alive_version;
+	int64_t lease;			/* alive/HOST's lease; 0 when none */
+};
+int fleet_host_record(struct fleet *f, const char *host, struct host_record *ret);
+void host_record_release(struct host_record *h);
+static inline void host_record_releasep(struct host_record *h) { host_record_release(h); }
+
 /* --- rollout policy --------------------------------------------------------- */
 
 /*
@@ -318,5 +360,8 @@ int fleet_wait_service(struct fleet *f, const char *service, size_t count, bool 
  * --watch); 0 then, or a negative code.  A compacted revision counts as a
  * change: the caller reads everything again either way. */
 int fleet_wait_change(struct fleet *f, int64_t revision);
+/* The same with a deadline (clock_deadline_ms()): 1 on a change, 0 when the
+ * deadline passed first (status --watch redraws then, so that AGE ticks). */
+int fleet_wait_change_until(struct fleet *f, int64_t revision, uint64_t deadline_ms);
 
 #endif

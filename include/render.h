@@ -20,16 +20,58 @@
 #include "fleet.h"
 #include "hiera.h"
 
+/* How status draws the fleet (render_status_view()). */
+struct render_status_options {
+	size_t width;			/* the terminal's columns; under 40: 80 */
+	bool color;			/* ANSI colours */
+	int64_t now;			/* unix seconds AGE counts from */
+	/* filters of the rows (all must hold); the header and totals count
+	 * the whole fleet */
+	bool failed;			/* puppet or validation failed */
+	bool behind;			/* not at the desired version */
+	const char *group;		/* in this group */
+	char *const *hosts;		/* one of these (NULL-terminated); NULL: any */
+	bool summary;			/* the header and totals, no rows */
+	bool show_policy;		/* a "policy:" line (policy NULL: none set) */
+	const struct rollout_policy *policy;
+	const char *policy_problem;	/* the stored policy is not valid: why */
+	const char *heard;		/* a line under the header (--watch's "last heard"), or NULL */
+	const char *banner;		/* a line above it (--watch's etcd outage), or NULL */
+};
+
 /*
- * One row a host — HOST, VERSION, PUPPET, VALIDATION, ALIVE, GROUP, AGE, DETAIL —
- * hosts behind the desired version first, then by name; columns as wide as their
- * widest cell; DETAIL (the last line of the detail) truncated so that a row of
- * typical names fits 80 columns, or, when the other columns leave it less than
- * 20, on an indented line of its own below the row.  Then the totals: hosts by running version, by
- * puppet and validation state, and the unaccounted hosts (provisioned, not
- * alive).  now (unix seconds) is what AGE counts from.  color adds ANSI colours.
+ * The header — the desired version, the policy, per group the alive hosts at
+ * the desired version of its alive hosts ("progress: dc1 10/12, dc2 0/8"),
+ * and the counts (hosts, behind, alive, unaccounted, paused; failed, waiting)
+ * — then one row a host — HOST, VERSION, PUPPET, VALIDATION, ALIVE, GROUP,
+ * AGE, DETAIL — failed hosts first, then waiting (pending or paused), then
+ * behind the desired version, then the rest, each by name; columns as wide as
+ * their widest cell; DETAIL (the last line of the detail that looks like an
+ * error — "Error:", "FAILED", "failed" — else its last line) cut to what the
+ * width leaves it, or, when that is less than 20 columns, on an indented line
+ * of its own below the row.  Then the totals: hosts by running version, by
+ * puppet and validation state.
  */
+int render_status_view(const struct fleet_view *v, FILE *out,
+		       const struct render_status_options *o);
+/* render_status_view() at 80 columns, all hosts, no policy line. */
 int render_status_table(const struct fleet_view *v, FILE *out, bool color, int64_t now);
+
+/* One host in full (status HOST): its version against the desired one, group,
+ * pause, alive key (time, pid, version, lease), then every state it holds with
+ * its time, exit code, version and whole detail (RENDER_BLOCK, indented). */
+int render_host(FILE *out, const struct fleet_view *v, const struct host_view *h,
+		const struct host_record *rec, int64_t now);
+/* {"host","group","running_version","desired_version","behind","paused",
+ * "alive":{"time","pid","version","lease"}|null,"states":[{"type","state",
+ * "time","exit_code","version","detail"}]} */
+int render_json_host(FILE *out, const struct fleet_view *v, const struct host_view *h,
+		     const struct host_record *rec);
+
+/* pause --list: "SCOPE NAME SINCE REASON" rows, or "no pause set"; and
+ * {"pauses":[{"scope","name","time","reason"}]}. */
+int render_pauses(FILE *out, const struct pause_entry *p, size_t n, int64_t now);
+int render_json_pauses(FILE *out, const struct pause_entry *p, size_t n);
 /* The same as one JSON object: {"current_version","previous_version","revision",
  * "hosts":[…],"totals":{…}}, followed by a newline. */
 int render_status_json(const struct fleet_view *v, FILE *out);

@@ -22,7 +22,10 @@
  * after it; the command's own options may come anywhere after it.  Where a
  * command's option has the name of a global one (wait_for_service --timeout,
  * pause --host, update_own_info --version), after the command name it is the
- * command's.  A positional argument may look like a negative number
+ * command's.  --host and --port, etcd's endpoint, are the exception: after
+ * a command without a --host of its own they are refused (exit 64), because
+ * `get_failures --host web1` reads as a host of the fleet and would talk to
+ * http://web1:2379.  A positional argument may look like a negative number
  * (update_own_status puppet -1): such an argument is never taken for an option.
  * "--" ends the options.
  *
@@ -38,6 +41,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <curl/curl.h>
 
 #include "buf.h"
@@ -73,6 +77,7 @@ static const struct command *const commands[] = {
 	&command_provision,
 	&command_decommission,
 	&command_pause,
+	&command_pauses,
 	&command_resume,
 	&command_rollout_policy,
 
@@ -384,6 +389,20 @@ static int option_apply(const struct command *cmd, const struct cli_option *o,
 	return cli_error(1, "option '--%s' of '%s' has no kind", o->name, cmd->name);
 }
 
+/*
+ * --host and --port name etcd's endpoint (http://H:N), not a host of the
+ * fleet: after a command that has no --host of its own (`get_failures --host
+ * web1`) they would send every request to http://web1:2379.  So after the
+ * command name they are refused, saying whose host it is and where it goes.
+ */
+static int global_after_command(const struct command *cmd, const char *name)
+{
+	return cli_error(EXIT_USAGE, "'--%s' is etcd's %s (a global option: the endpoint "
+			 "http://HOST:PORT), not an option of '%s'; put it before the command "
+			 "('orchestrate --%s ... %s') or use --etcd URL", name, name, cmd->name,
+			 name, cmd->name);
+}
+
 /* Parses the options after the command name: the command's own into its
  * variables, the global ones into o. */
 static int parse_command_options(const struct command *cmd, const struct option *merged,
@@ -412,6 +431,8 @@ static int parse_command_options(const struct command *cmd, const struct option 
 				return r;
 			continue;
 		}
+		if (c == OPT_HOST || c == OPT_PORT)
+			return global_after_command(cmd, c == OPT_HOST ? "host" : "port");
 		_cleanup_(freep) char *err = NULL;
 		r = options_handle(o, c, optarg, &err);
 		if (r < 0)
@@ -680,7 +701,25 @@ int cli_local_version(struct cli *cli, char **ret)
 	}
 }
 
+/* Whether a progress line is on stderr, to be cleared before anything else. */
+static bool progress_shown;
+
 void cli_progress(size_t have, size_t want, void *what)
 {
 	log_debug("%zu of %zu %s", have, want, (const char *)what);
+	/* a person watching sees how far it is; a pipe or CI log gets none of it */
+	if (!isatty(STDERR_FILENO))
+		return;
+	fprintf(stderr, "\r\033[K%zu/%zu %s", have, want, (const char *)what);
+	fflush(stderr);
+	progress_shown = true;
+}
+
+void cli_progress_end(void)
+{
+	if (!progress_shown)
+		return;
+	fputs("\r\033[K", stderr);
+	fflush(stderr);
+	progress_shown = false;
 }

@@ -116,8 +116,11 @@ int cli_output(int r);
  * warning), or an exit status > 1 (66) after printing why it cannot be read. */
 int cli_local_version(struct cli *cli, char **ret);
 
-/* Logs (-v) how far a wait is: "3 of 10 hosts at v2". */
+/* How far a wait is: logged with -v ("3 of 10 hosts at v2"), and, when
+ * stderr is a terminal, drawn on one line there ("3/10 hosts at v2") that
+ * cli_progress_end() clears before the answer is printed. */
 void cli_progress(size_t have, size_t want, void *what);
+void cli_progress_end(void);
 
 /* --- the commands ------------------------------------------------------------------ */
 
@@ -134,6 +137,6 @@ extern const struct command command_publish_service, command_unpublish_service,
 	command_get_services, command_cache_services, command_wait_for_service;
 /* cmd_admin.c */
 extern const struct command command_provision, command_decommission, command_pause,
-	command_resume, command_rollout_policy;
+	command_pauses, command_resume, command_rollout_policy;
 
 #endif

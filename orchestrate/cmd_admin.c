@@ -6,8 +6,10 @@
  *
  * decommission asks for no confirmation (it is scripted from the machine
  * lifecycle) but says how many keys it removed, so that a typo in a host name
- * shows as "removed 0 keys".
+ * shows as "removed 0 keys".  pause and resume likewise say what they
+ * matched, and warn when that is nothing.
  */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +26,7 @@
 static const char *arg_group;
 static const char *arg_host;
 static const char *arg_reason;
+static bool arg_list;
 static long arg_max_parallel = -1;
 static long arg_max_percent = -1;
 static const char *arg_groups;
@@ -108,37 +111,130 @@ static const char *scope_text(enum pause_scope scope)
 	}
 }
 
+/* pause's and resume's subject, for what they say: "the fleet", "group 'dc1'",
+ * "host 'web1'". */
+static int subject(enum pause_scope scope, const char *name, char **ret)
+{
+	int r = scope == PAUSE_GLOBAL ? asprintf(ret, "the fleet")
+				      : asprintf(ret, "%s '%s'", scope_text(scope), name);
+	return r < 0 ? -ENOMEM : 0;
+}
+
+/*
+ * What a pause matches, said before it is set: a group with no registered host
+ * or a host etcd has never heard of is most often a typo, so it warns — and
+ * still sets the pause, since a host may register later (a new machine of the
+ * group) and must then find it.
+ */
+static int pause_matches(struct cli *cli, struct fleet *f, enum pause_scope scope,
+			 const char *name, const char *what)
+{
+	size_t n = 0;
+	int r;
+
+	switch (scope) {
+	case PAUSE_GLOBAL:
+		printf("pausing %s: every host\n", what);
+		return 0;
+	case PAUSE_GROUP:
+		if ((r = fleet_group_size(f, name, &n)) < 0)
+			return cli_fleet_error(cli, r, "cannot read the group");
+		if (n == 0)
+			cli_warn("warning: no host is registered in group '%s'; pausing it anyway",
+				 name);
+		else
+			printf("pausing %s: %zu host%s registered\n", what, n, n == 1 ? "" : "s");
+		return 0;
+	case PAUSE_HOST:
+		if ((r = fleet_host_known(f, name)) < 0)
+			return cli_fleet_error(cli, r, "cannot read the host");
+		if (r == 0)
+			cli_warn("warning: host '%s' is not registered (neither alive nor "
+				 "provisioned); pausing it anyway", name);
+		else
+			printf("pausing %s\n", what);
+		return 0;
+	}
+	return 0;
+}
+
+static int pause_list(struct cli *cli)
+{
+	struct pause_entry *p = NULL;
+	size_t n = 0;
+	struct fleet *f;
+	int r;
+
+	if (arg_group || arg_host || arg_reason)
+		return cli_error(EXIT_USAGE, "'%s --list' takes no --group, --host or --reason",
+				 cli->name);
+	if ((r = cli_fleet(cli, &f)))
+		return r;
+	if ((r = fleet_pauses_list(f, &p, &n)) < 0)
+		return cli_fleet_error(cli, r, "cannot read the pauses");
+	if (cli->opt->json)
+		r = render_json_pauses(stdout, p, n);
+	else
+		r = render_pauses(stdout, p, n, fleet_now());
+	pause_entries_free(p, n);
+	return cli_output(r);
+}
+
 static int cmd_pause(struct cli *cli, int argc, char **argv)
 {
+	_cleanup_(freep) char *what = NULL;
 	enum pause_scope scope = PAUSE_GLOBAL;
 	const char *name = NULL;
 	struct fleet *f;
 	int r;
 
+	if (arg_list)
+		return pause_list(cli);
 	if ((r = pause_scope(cli, &scope, &name)) || (r = cli_fleet(cli, &f)))
+		return r;
+	if (subject(scope, name, &what) < 0)
+		return cli_error(1, "out of memory");
+	if ((r = pause_matches(cli, f, scope, name, what)))
 		return r;
 	r = fleet_pause(f, scope, name, arg_reason);
 	if (r < 0)
 		return cli_fleet_error(cli, r, "cannot pause");
-	log_debug("paused %s%s%s", scope_text(scope), name ? " " : "", name ? name : "");
+	log_debug("paused %s", what);
 	return 0;
 }
 
+static int cmd_pauses(struct cli *cli, int argc, char **argv)
+{
+	return pause_list(cli);
+}
+
 static const struct cli_option pause_options[] = {
-	CLI_STRING("group", "GROUP", &arg_group, "pause only the hosts of GROUP"),
-	CLI_STRING("host", "HOST", &arg_host, "pause only HOST"),
+	CLI_STRING("group", "GROUP", &arg_group, "pause only the hosts of GROUP (warns when\n"
+		   "no host is registered in it, and sets it anyway)"),
+	CLI_STRING("host", "HOST", &arg_host, "pause only HOST (warns when etcd has never\n"
+		   "heard of it, and sets it anyway)"),
 	CLI_STRING("reason", "TEXT", &arg_reason, "why, shown by status and in the nodes' logs"),
+	CLI_FLAG("list", &arg_list, "list the pauses set (scope, name, since, reason);\n"
+		 "with --json as {\"pauses\":[...]}"),
 	CLI_OPTIONS_END,
 };
 
 const struct command command_pause = {
 	.name = "pause", .fn = cmd_pause, .group = G_OPERATORS, .options = pause_options,
-	.synopsis = "pause [--group GROUP | --host HOST] [--reason TEXT]",
-	.description = "stop config runs fleet-wide, for a group or for a host",
+	.synopsis = "pause [--group GROUP | --host HOST] [--reason TEXT] | pause --list",
+	.description = "stop config runs fleet-wide, for a group or for a host, saying what\n"
+		       "it matched; --list lists the pauses set",
+};
+
+const struct command command_pauses = {
+	.name = "pauses", .fn = cmd_pauses, .group = G_OPERATORS,
+	.synopsis = "pauses",
+	.description = "list the pauses set (the same as pause --list)",
 };
 
 static int cmd_resume(struct cli *cli, int argc, char **argv)
 {
+	_cleanup_(freep) char *what = NULL;
 	enum pause_scope scope = PAUSE_GLOBAL;
 	const char *name = NULL;
 	struct fleet *f;
@@ -146,12 +242,18 @@ static int cmd_resume(struct cli *cli, int argc, char **argv)
 
 	if ((r = pause_scope(cli, &scope, &name)) || (r = cli_fleet(cli, &f)))
 		return r;
+	if (subject(scope, name, &what) < 0)
+		return cli_error(1, "out of memory");
 	r = fleet_resume(f, scope, name);
 	if (r < 0)
 		return cli_fleet_error(cli, r, "cannot resume");
-	if (r == 0)
-		log_debug("%s%s%s was not paused", scope_text(scope), name ? " " : "",
-			  name ? name : "");
+	if (r == 0) {
+		/* not an error: the state asked for holds; but a typo must show */
+		cli_warn("%s was not paused; nothing to resume (see 'orchestrate pause --list')",
+			 what);
+		return 0;
+	}
+	printf("resumed %s\n", what);
 	return 0;
 }
 
@@ -164,7 +266,8 @@ static const struct cli_option resume_options[] = {
 const struct command command_resume = {
 	.name = "resume", .fn = cmd_resume, .group = G_OPERATORS, .options = resume_options,
 	.synopsis = "resume [--group GROUP | --host HOST]",
-	.description = "allow config runs again (fleet-wide, for a group or for a host)",
+	.description = "allow config runs again (fleet-wide, for a group or for a host); says\n"
+		       "what it resumed, or that it was not paused (exit 0 either way)",
 };
 
 /* --- rollout_policy ---------------------------------------------------------------------- */

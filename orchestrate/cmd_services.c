@@ -304,6 +304,7 @@ static int cmd_wait_for_service(struct cli *cli, int argc, char **argv)
 	answer = fleet_wait_service(f, service, count, arg_healthy, clock_deadline_ms(arg_timeout),
 				    cli_progress, (void *)(arg_healthy ? "healthy hosts" : "hosts"),
 				    &seen);
+	cli_progress_end();
 	if (answer < 0)
 		return cli_fleet_error(cli, answer, "cannot read the service catalog");
 	if (cli->opt->json &&
@@ -314,8 +315,11 @@ static int cmd_wait_for_service(struct cli *cli, int argc, char **argv)
 		log_debug("%zu host%s of '%s' published", seen, seen == 1 ? "" : "s", service);
 		return 0;
 	}
-	return cli_error(1, "timed out waiting for %zu host%s of %s%s, saw %zu", count,
-			 count == 1 ? "" : "s", service, arg_healthy ? " (healthy)" : "", seen);
+	/* the words before "saw" are what the Puppet module's users grep for */
+	return cli_error(1, "timed out waiting for %zu host%s of %s%s, saw %zu (after %g s, "
+			 "%zu missing)", count, count == 1 ? "" : "s", service,
+			 arg_healthy ? " (healthy)" : "", seen, arg_timeout,
+			 seen < count ? count - seen : 0);
 }
 
 static const struct cli_option wait_for_service_options[] = {

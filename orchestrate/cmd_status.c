@@ -6,7 +6,8 @@
  * The fleet-wide commands read everything at one revision with
  * fleet_view_read() and leave the layout of the output to render.c.  status
  * --watch redraws when etcd reports a change under the prefix, from the
- * revision it drew: a watch (fleet_wait_change()), never a timer.
+ * revision it drew: a watch (fleet_wait_change_until()); on a terminal it also
+ * redraws every few seconds so that AGE ticks, and it outlives an etcd outage.
  */
 #define _GNU_SOURCE
 #include <ctype.h>
@@ -14,14 +15,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+#include <sys/ioctl.h>
 
 #include "cleanup.h"
+#include "clock.h"
 #include "cli.h"
 #include "fleet.h"
 #include "log.h"
 #include "render.h"
 #include "schema.h"
+#include "strv.h"
 
 static const char *arg_detail;
 static bool arg_hosts;
@@ -178,56 +183,231 @@ const struct command command_local_health = {
 
 /* --- status ------------------------------------------------------------------------------ */
 
-static int status_draw(struct cli *cli, struct fleet *f, bool tty, int64_t *ret_revision)
+static bool arg_failed;
+static bool arg_behind;
+static bool arg_summary;
+static const char *arg_status_group;
+static const char *arg_status_host;
+
+/* The width to draw in: the terminal's (TIOCGWINSZ on stdout), else $COLUMNS,
+ * else 80. */
+static size_t terminal_width(void)
+{
+	struct winsize ws;
+	const char *env = getenv("COLUMNS");
+
+	if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+		return ws.ws_col;
+	if (env && *env) {
+		char *end;
+		long n = strtol(env, &end, 10);
+		if (!*end && n > 0 && n < 10000)
+			return (size_t)n;
+	}
+	return 80;
+}
+
+/* status HOST: the host in full. */
+static int status_host(struct cli *cli, struct fleet *f, const char *host)
 {
 	_cleanup_(fleet_view_releasep) struct fleet_view v = { 0 };
-	int r = fleet_view_read(f, &v);
+	_cleanup_(host_record_releasep) struct host_record rec = { 0 };
+	const struct host_view *h = NULL;
+	int r;
 
-	if (r < 0)
+	if ((r = fleet_view_read(f, &v)) < 0)
 		return cli_fleet_error(cli, r, "cannot read the fleet");
-	if (arg_watch && tty)
-		fputs("\033[H\033[2J", stdout);	/* home, clear screen */
+	for (size_t i = 0; i < v.n && !h; i++)
+		if (strcmp(v.hosts[i].host, host) == 0)
+			h = &v.hosts[i];
+	if (!h)
+		return cli_error(1, "no host '%s' in the fleet (see 'orchestrate status')", host);
+	if ((r = fleet_host_record(f, host, &rec)) < 0)
+		return cli_fleet_error(cli, r, "cannot read the host");
 	if (cli->opt->json)
-		r = render_status_json(&v, stdout);
-	else
-		r = render_status_table(&v, stdout, tty && !getenv("NO_COLOR"), fleet_now());
+		return cli_output(render_json_host(stdout, &v, h, &rec));
+	return cli_output(render_host(stdout, &v, h, &rec, fleet_now()));
+}
+
+struct status_draw {
+	bool tty, watch;
+	char **hosts;			/* the filter's names; NULL: any */
+	char heard[128];		/* "last heard from etcd: ..." */
+	const char *banner;
+};
+
+static int status_draw(struct cli *cli, struct fleet *f, struct status_draw *d,
+		       struct fleet_view *v)
+{
+	_cleanup_(rollout_policy_releasep) struct rollout_policy policy = { 0 };
+	_cleanup_(freep) char *raw = NULL;
+	struct render_status_options o = {
+		.width = terminal_width(), .color = d->tty && !getenv("NO_COLOR"),
+		.now = fleet_now(), .failed = arg_failed, .behind = arg_behind,
+		.group = arg_status_group, .hosts = d->hosts, .summary = arg_summary,
+		.show_policy = true,
+		.heard = d->watch ? d->heard : NULL, .banner = d->banner,
+	};
+	int r;
+
+	if (cli->opt->json) {
+		r = render_status_json(v, stdout);
+	} else {
+		r = fleet_get_policy(f, &policy, &raw);
+		if (r == -EPROTO)
+			o.policy_problem = "rollout/policy holds no valid policy";
+		else if (r < 0)
+			return cli_fleet_error(cli, r, "cannot read the rollout policy");
+		o.policy = r == 1 ? &policy : NULL;
+		if (d->watch && d->tty)
+			fputs("\033[H\033[2J", stdout);	/* home, clear screen */
+		r = render_status_view(v, stdout, &o);
+	}
 	if (r >= 0 && fflush(stdout) != 0)
 		r = -EIO;
-	if ((r = cli_output(r)))
-		return r;
-	*ret_revision = v.revision;
-	return 0;
+	return cli_output(r);
+}
+
+static void heard_now(struct status_draw *d, int64_t revision)
+{
+	time_t t = time(NULL);
+	struct tm tm;
+	char when[32] = "?";
+
+	if (localtime_r(&t, &tm))
+		strftime(when, sizeof(when), "%H:%M:%S", &tm);
+	snprintf(d->heard, sizeof(d->heard), "last heard from etcd: %s (revision %lld)", when,
+		 (long long)revision);
+}
+
+/*
+ * status --watch: redraw on a change under the prefix (a watch), and at
+ * least every few seconds so that AGE keeps ticking; when etcd cannot be
+ * reached, keep the last picture with a banner saying since when, and try
+ * again with a backoff instead of exiting.
+ */
+static int status_watch(struct cli *cli, struct fleet *f, struct status_draw *d)
+{
+	_cleanup_(fleet_view_releasep) struct fleet_view v = { 0 };
+	_cleanup_(freep) char *banner = NULL;
+	int64_t revision = 0;
+	unsigned delay = 1;
+	int r;
+
+	for (;;) {
+		struct fleet_view fresh = { 0 };
+		r = fleet_view_read(f, &fresh);
+		if (r < 0) {
+			if (r == -ENOMEM || r == -EACCES || r == -EINVAL)
+				return cli_fleet_error(cli, r, "cannot read the fleet");
+			if (!banner) {
+				time_t t = time(NULL);
+				struct tm tm;
+				char when[32] = "?";
+				if (localtime_r(&t, &tm))
+					strftime(when, sizeof(when), "%H:%M:%S", &tm);
+				if (asprintf(&banner, "etcd unreachable since %s: %s; "
+					     "reconnecting", when,
+					     fleet_last_error(f) ? fleet_last_error(f) : "?") < 0)
+					return cli_error(1, "out of memory");
+			}
+			d->banner = banner;
+			if (!d->tty)
+				cli_warn("%s", banner);
+			else if ((r = status_draw(cli, f, d, &v)))
+				return r;
+			sleep(delay);
+			delay = delay < 16 ? delay * 2 : 30;
+			continue;
+		}
+		fleet_view_release(&v);
+		v = fresh;
+		if (banner)
+			cli_warn("etcd answers again");
+		free(banner);
+		banner = NULL;
+		d->banner = NULL;
+		delay = 1;
+		revision = v.revision;
+		heard_now(d, revision);
+		if ((r = status_draw(cli, f, d, &v)))
+			return r;
+		/* A change (or a compacted revision) reads everything again; on a
+		 * terminal, so does a tick, for AGE and "last heard". */
+		for (;;) {
+			r = fleet_wait_change_until(f, revision, d->tty ? clock_deadline_ms(5)
+									: CLOCK_DEADLINE_NEVER);
+			if (r != 0)
+				break;
+			heard_now(d, revision);
+			if ((r = status_draw(cli, f, d, &v)))
+				return r;
+		}
+		if (r < 0 && (r == -ENOMEM || r == -EACCES))
+			return cli_fleet_error(cli, r, "watch");
+	}
 }
 
 static int cmd_status(struct cli *cli, int argc, char **argv)
 {
-	bool tty = isatty(STDOUT_FILENO);
-	int64_t revision = 0;
+	_cleanup_(strv_freep) char **hosts = NULL;
+	struct status_draw d = { .tty = isatty(STDOUT_FILENO), .watch = arg_watch };
+	size_t n = 0;
 	struct fleet *f;
 	int r;
 
-	if ((r = cli_fleet(cli, &f)) || (r = status_draw(cli, f, tty, &revision)))
+	if (arg_status_group && (r = cli_check_name("group", arg_status_group)))
 		return r;
-	while (arg_watch) {
-		/* A change (or a compacted revision): read everything again. */
-		if ((r = fleet_wait_change(f, revision)) < 0)
-			return cli_fleet_error(cli, r, "watch");
-		if ((r = status_draw(cli, f, tty, &revision)))
+	for (int i = 0; i < argc; i++)
+		if ((r = cli_check_name("host", argv[i])))
 			return r;
+	if (arg_status_host && (r = cli_check_name("host", arg_status_host)))
+		return r;
+	/* one HOST and nothing else: that host in full */
+	if (argc == 1 && !arg_status_host && !arg_failed && !arg_behind && !arg_status_group &&
+	    !arg_summary && !arg_watch) {
+		if ((r = cli_fleet(cli, &f)))
+			return r;
+		return status_host(cli, f, argv[0]);
 	}
-	return 0;
+	for (int i = 0; i < argc; i++)
+		if (strv_push(&hosts, &n, argv[i]) < 0)
+			return cli_error(1, "out of memory");
+	if (arg_status_host && strv_push(&hosts, &n, arg_status_host) < 0)
+		return cli_error(1, "out of memory");
+	d.hosts = hosts;
+	if ((r = cli_fleet(cli, &f)))
+		return r;
+	if (arg_watch)
+		return status_watch(cli, f, &d);
+
+	_cleanup_(fleet_view_releasep) struct fleet_view v = { 0 };
+	if ((r = fleet_view_read(f, &v)) < 0)
+		return cli_fleet_error(cli, r, "cannot read the fleet");
+	return status_draw(cli, f, &d, &v);
 }
 
 static const struct cli_option status_options[] = {
-	CLI_FLAG("watch", &arg_watch, "redraw on every change (an etcd watch, not a timer)"),
+	CLI_FLAG("failed", &arg_failed, "only hosts failed in puppet or validation"),
+	CLI_FLAG("behind", &arg_behind, "only hosts not at the desired version"),
+	CLI_STRING("group", "GROUP", &arg_status_group, "only the hosts of GROUP"),
+	CLI_STRING("host", "HOST", &arg_status_host,
+		   "only HOST (as a row; 'status HOST' shows it in full)"),
+	CLI_FLAG("summary", &arg_summary, "the header and totals, no rows"),
+	CLI_FLAG("watch", &arg_watch,
+		 "redraw on every change (an etcd watch), and every 5 s on a\n"
+		 "terminal so that AGE ticks; survives an etcd outage"),
 	CLI_OPTIONS_END,
 };
 
 const struct command command_status = {
-	.name = "status", .fn = cmd_status, .group = G_HUMANS, .options = status_options,
-	.synopsis = "status [--watch]",
-	.description = "one row a host (version, puppet, validation, alive, group, age, and why it\n"
-		       "failed, waits or is paused), hosts behind the desired version first; then totals",
+	.name = "status", .fn = cmd_status, .max_args = -1, .group = G_HUMANS,
+	.options = status_options,
+	.synopsis = "status [HOST ...] [--failed] [--behind] [--group G] [--host H] [--summary] [--watch]",
+	.description = "the desired version, policy and progress per group; then one row a host\n"
+		       "(version, puppet, validation, alive, group, age, and why it failed,\n"
+		       "waits or is paused), failed hosts first, then waiting, then behind;\n"
+		       "then totals.  'status HOST' shows one host in full",
 };
 
 /* --- ping -------------------------------------------------------------------------------- */

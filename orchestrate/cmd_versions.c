@@ -414,8 +414,16 @@ static int cmd_verify_hosts(struct cli *cli, int argc, char **argv)
 		return cli_error(1, "out of memory");
 	answer = fleet_wait_hosts_at_version(f, argv[0], hosts, wait_deadline(),
 					     cli_progress, what, &missing);
+	cli_progress_end();
 	if (answer < 0)
 		return cli_fleet_error(cli, answer, "cannot read hosts at version");
+	if (answer == 0 && arg_wait >= 0) {
+		size_t n = 0;
+		while (missing[n])
+			n++;
+		cli_warn("timed out after %g s: %zu host%s missing", arg_wait, n,
+			 n == 1 ? "" : "s");
+	}
 	if (cli->opt->json)
 		r = cli_output(render_json_names(stdout, argv[0], "missing", missing));
 	else
@@ -453,8 +461,20 @@ static int cmd_check_single_version(struct cli *cli, int argc, char **argv)
 		return cli_error(1, "out of memory");
 	answer = fleet_wait_single_version(f, argv[0], wait_deadline(), cli_progress,
 					   what, &counts, &n);
+	cli_progress_end();
 	if (answer < 0)
 		return cli_fleet_error(cli, answer, "cannot read running versions");
+	if (answer == 0 && arg_wait >= 0) {
+		size_t at = 0, other = 0;
+		for (size_t i = 0; i < n; i++) {
+			if (strcmp(counts[i].version, argv[0]) == 0)
+				at += counts[i].hosts;
+			else
+				other += counts[i].hosts;
+		}
+		cli_warn("timed out after %g s: %zu host%s at %s, %zu host%s at other versions",
+			 arg_wait, at, at == 1 ? "" : "s", argv[0], other, other == 1 ? "" : "s");
+	}
 	r = 0;
 	if (cli->opt->json)
 		r = cli_output(render_json_single_version(stdout, argv[0], answer == 1, counts, n));

@@ -494,3 +494,16 @@ int fleet_wait_change(struct fleet *f, int64_t revision)
 	r = etcd_watch(f->etcd, root, true, revision + 1, 0, any_event, NULL, NULL);
 	return r < 0 && r != -ESTALE ? r : 0;
 }
+
+int fleet_wait_change_until(struct fleet *f, int64_t revision, uint64_t deadline_ms)
+{
+	_cleanup_(freep) char *root = key_root(f->prefix);
+	int r;
+
+	if (!root)
+		return -ENOMEM;
+	r = etcd_watch(f->etcd, root, true, revision + 1, deadline_ms, any_event, NULL, NULL);
+	if (r == -ETIMEDOUT)
+		return 0;
+	return r < 0 && r != -ESTALE ? r : 1;
+}

@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-event.h>
 
@@ -66,6 +68,36 @@ static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void
 		break;
 	}
 	return 0;
+}
+
+/*
+ * --check-config's warnings about the hooks: a path the daemon would fail to
+ * run at its first config run.  Warnings, not errors: the config is valid,
+ * and the Puppet module installs the hooks after the file in one run.
+ */
+static void check_hooks(const struct config *cfg)
+{
+	const struct { const char *name, *path; } hooks[] = {
+		{ "upgrade", cfg->hook_upgrade },
+		{ "config", cfg->hook_config },
+		{ "validate", cfg->hook_validate },
+		{ "services", cfg->hook_services },
+	};
+	for (size_t i = 0; i < sizeof(hooks) / sizeof(hooks[0]); i++) {
+		struct stat st;
+		const char *path = hooks[i].path;
+		if (!path || !*path)
+			continue;
+		if (stat(path, &st) < 0)
+			fprintf(stderr, "orchestrated: warning: %s hook '%s': %s\n", hooks[i].name,
+				path, strerror(errno));
+		else if (!S_ISREG(st.st_mode))
+			fprintf(stderr, "orchestrated: warning: %s hook '%s' is not a regular file\n",
+				hooks[i].name, path);
+		else if (access(path, X_OK) < 0)
+			fprintf(stderr, "orchestrated: warning: %s hook '%s' is not executable\n",
+				hooks[i].name, path);
+	}
 }
 
 int main(int argc, char **argv)
@@ -130,6 +162,7 @@ int main(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	if (check) {
+		check_hooks(res.config);
 		printf("configuration OK\n");
 		return 0;
 	}

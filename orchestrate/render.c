@@ -111,9 +111,24 @@ static size_t text_width(const char *s)
 	return w;
 }
 
+/* Whether the line [p, end) looks like an error: what a failed run says
+ * ("Error: ...", Ansible's "FAILED", "... failed") rather than a notice. */
+static bool line_is_error(const char *p, const char *end)
+{
+	static const char *const marks[] = { "Error:", "FAILED", "failed" };
+	for (size_t k = 0; k < ELEMENTSOF(marks); k++) {
+		size_t m = strlen(marks[k]);
+		for (const char *q = p; q + m <= end; q++)
+			if (memcmp(q, marks[k], m) == 0)
+				return true;
+	}
+	return false;
+}
+
 /*
- * The detail as one line of at most width columns: its last non-blank line (a
- * failed run's error is at the end of its output), as a table cell
+ * The detail as one line of at most width columns: its last line that looks
+ * like an error (a failed `puppet apply` ends with "Notice: Applied catalog",
+ * its "Error:" is above), else its last non-blank line, as a table cell
  * (render_sanitize()), cut at a character boundary with "..." when too long.
  */
 static int detail_cell(const char *detail, size_t width, struct buf *out)
@@ -131,6 +146,21 @@ static int detail_cell(const char *detail, size_t width, struct buf *out)
 	start = end;
 	while (start > detail && start[-1] != '\n')
 		start--;
+	/* the last error line, when there is one */
+	for (const char *e = end, *b; e > detail; e = b > detail ? b - 1 : detail) {
+		b = e;
+		while (b > detail && b[-1] != '\n')
+			b--;
+		if (line_is_error(b, e)) {
+			start = b;
+			end = e;
+			while (end > start && (unsigned char)end[-1] <= ' ')
+				end--;
+			break;
+		}
+		if (b == detail)
+			break;
+	}
 	while (start < end && (*start == ' ' || *start == '\t' || *start == '\r'))
 		start++;
 	if ((r = render_sanitize(start, (size_t)(end - start), RENDER_CELL, &cell)) < 0)
@@ -152,16 +182,54 @@ static int detail_cell(const char *detail, size_t width, struct buf *out)
 struct row {
 	const struct host_view *h;
 	bool behind;
+	int rank;		/* host_rank() */
 	char *cells[_COL_MAX];
 	const char *colors[_COL_MAX];
 };
 
+static bool host_failed(const struct host_view *h)
+{
+	return h->puppet == STATE_FAILED || h->validation == STATE_FAILED;
+}
+
+static bool host_waiting(const struct host_view *h)
+{
+	return h->puppet == STATE_PENDING || h->paused;
+}
+
+/* What needs attention first: 0 failed, 1 waiting (pending or paused), 2
+ * behind the desired version, 3 the rest. */
+static int host_rank(const struct fleet_view *v, const struct host_view *h)
+{
+	return host_failed(h) ? 0 : host_waiting(h) ? 1 : host_behind(v, h) ? 2 : 3;
+}
+
 static int row_cmp(const void *a, const void *b)
 {
 	const struct row *x = a, *y = b;
-	if (x->behind != y->behind)
-		return x->behind ? -1 : 1;
+	if (x->rank != y->rank)
+		return x->rank < y->rank ? -1 : 1;
 	return strcmp(x->h->host, y->h->host);
+}
+
+/* Whether h passes the filters of o (all of them). */
+static bool host_shown(const struct fleet_view *v, const struct host_view *h,
+		       const struct render_status_options *o)
+{
+	if (o->failed && !host_failed(h))
+		return false;
+	if (o->behind && !host_behind(v, h))
+		return false;
+	if (o->group && (!h->group || strcmp(h->group, o->group) != 0))
+		return false;
+	if (o->hosts && o->hosts[0]) {
+		bool any = false;
+		for (size_t i = 0; o->hosts[i] && !any; i++)
+			any = strcmp(o->hosts[i], h->host) == 0;
+		if (!any)
+			return false;
+	}
+	return true;
 }
 
 static void rows_free(struct row *rows, size_t n)
@@ -189,6 +257,7 @@ static int row_fill(const struct fleet_view *v, const struct host_view *h, struc
 
 	row->h = h;
 	row->behind = host_behind(v, h);
+	row->rank = host_rank(v, h);
 	if (h->changed > 0)
 		r = render_age(now - h->changed, &age);
 	else
@@ -221,10 +290,13 @@ static void print_cell(FILE *out, const char *text, const char *color, size_t wi
 		fprintf(out, "%*s", (int)(width - text_width(text) + COLUMN_GAP), "");
 }
 
-static int table_rows(const struct fleet_view *v, FILE *out, bool color, int64_t now)
+static int table_rows(const struct fleet_view *v, FILE *out,
+		      const struct render_status_options *o)
 {
-	size_t widths[_COL_MAX];
+	size_t widths[_COL_MAX], n = 0;
+	size_t table_width = o->width >= 40 ? o->width : TABLE_WIDTH;
 	struct row *rows = calloc(v->n ? v->n : 1, sizeof(*rows));
+	bool color = o->color;
 	int r;
 
 	if (!rows)
@@ -232,46 +304,49 @@ static int table_rows(const struct fleet_view *v, FILE *out, bool color, int64_t
 	for (int c = 0; c < _COL_MAX; c++)
 		widths[c] = strlen(column_names[c]);
 	for (size_t i = 0; i < v->n; i++) {
-		r = row_fill(v, &v->hosts[i], &rows[i], now);
+		if (!host_shown(v, &v->hosts[i], o))
+			continue;
+		r = row_fill(v, &v->hosts[i], &rows[n++], o->now);
 		if (r < 0) {
-			rows_free(rows, v->n);
+			rows_free(rows, n);
 			return r;
 		}
 		for (int c = 0; c < COL_DETAIL; c++) {
-			size_t w = strlen(rows[i].cells[c]);
+			size_t w = strlen(rows[n - 1].cells[c]);
 			if (w > widths[c])
 				widths[c] = w;
 		}
 	}
-	qsort(rows, v->n, sizeof(*rows), row_cmp);
+	qsort(rows, n, sizeof(*rows), row_cmp);
 
-	/* DETAIL takes what is left of 80 columns; when that is less than a glance
-	 * (long names), it goes below the row instead of past column 80 */
+	/* DETAIL takes what is left of the terminal's width; when that is less
+	 * than a glance (long names), it goes below the row instead of past the
+	 * right edge */
 	size_t used = 0;
 	for (int c = 0; c < COL_DETAIL; c++)
 		used += widths[c] + COLUMN_GAP;
-	bool detail_below = used + DETAIL_MIN > TABLE_WIDTH;
-	size_t detail_width = detail_below ? TABLE_WIDTH - DETAIL_INDENT : TABLE_WIDTH - used;
+	bool detail_below = used + DETAIL_MIN > table_width;
+	size_t detail_width = detail_below ? table_width - DETAIL_INDENT : table_width - used;
 
 	for (int c = 0; c < (detail_below ? COL_DETAIL : _COL_MAX); c++)
 		print_cell(out, column_names[c], ANSI_BOLD, widths[c],
 			   c == (detail_below ? COL_AGE : COL_DETAIL), color);
 	fputc('\n', out);
-	for (size_t i = 0; i < v->n; i++) {
+	for (size_t i = 0; i < n; i++) {
 		_cleanup_(buf_releasep) struct buf detail = BUF_INIT;
 		_cleanup_(buf_releasep) struct buf paused = BUF_INIT;
 		const char *text = rows[i].h->detail;
 		/* A failure says more than a pause; a paused host says why it waits. */
 		if (!text && rows[i].h->paused) {
 			if (buf_printf(&paused, "paused: %s", rows[i].h->paused) < 0) {
-				rows_free(rows, v->n);
+				rows_free(rows, n);
 				return -ENOMEM;
 			}
 			text = buf_str(&paused);
 		}
 		r = detail_cell(text, detail_width, &detail);
 		if (r < 0) {
-			rows_free(rows, v->n);
+			rows_free(rows, n);
 			return r;
 		}
 		/* an empty DETAIL leaves no trailing spaces behind AGE */
@@ -283,7 +358,9 @@ static int table_rows(const struct fleet_view *v, FILE *out, bool color, int64_t
 		fputs(buf_str(&detail), out);
 		fputc('\n', out);
 	}
-	rows_free(rows, v->n);
+	if (n < v->n)
+		fprintf(out, "(%zu of %zu hosts shown)\n", n, v->n);
+	rows_free(rows, n);
 	return 0;
 }
 
@@ -335,7 +412,7 @@ static int count_versions(const struct fleet_view *v, struct version_count **ret
 struct state_counts {
 	size_t puppet[_STATE_MAX + 1];
 	size_t validation[_STATE_MAX + 1];
-	size_t behind, alive, unaccounted, paused;
+	size_t behind, alive, unaccounted, paused, failed, waiting;
 };
 
 static size_t state_index(enum status_state s)
@@ -358,6 +435,10 @@ static void count_states(const struct fleet_view *v, struct state_counts *sc)
 			sc->unaccounted++;
 		if (h->paused)
 			sc->paused++;
+		if (host_failed(h))
+			sc->failed++;
+		else if (host_waiting(h))
+			sc->waiting++;
 	}
 }
 
@@ -392,6 +473,142 @@ static void print_state_line(FILE *out, const char *label, const size_t *counts,
 	fputc('\n', out);
 }
 
+/* The group of h as the header counts it; NULL: in none. */
+static int group_index(char **names, size_t n, const char *group)
+{
+	for (size_t i = 0; i < n; i++)
+		if ((!names[i] && !group) || (names[i] && group && strcmp(names[i], group) == 0))
+			return (int)i;
+	return -1;
+}
+
+/*
+ * "progress: dc1 10/12, dc2 0/8, (none) 3/3": per group, the alive hosts at
+ * the desired version of the alive hosts, the policy's groups first in their
+ * order, then the others by name; wrapped to the width.
+ */
+static int header_progress(const struct fleet_view *v, FILE *out,
+			   const struct render_status_options *o, const char *bold,
+			   const char *reset)
+{
+	size_t width = o->width >= 40 ? o->width : TABLE_WIDTH;
+	size_t cap = v->n + (o->policy ? o->policy->n_groups : 0) + 1, n = 0;
+	_cleanup_(freep) char **names = calloc(cap, sizeof(char *));
+	_cleanup_(freep) size_t *at = calloc(cap, sizeof(size_t));
+	_cleanup_(freep) size_t *alive = calloc(cap, sizeof(size_t));
+	size_t column;
+
+	if (!names || !at || !alive)
+		return -ENOMEM;
+	for (size_t i = 0; o->policy && i < o->policy->n_groups; i++)
+		names[n++] = o->policy->groups[i];
+	size_t fixed = n;
+	for (size_t i = 0; i < v->n; i++) {
+		const struct host_view *h = &v->hosts[i];
+		int k = group_index(names, n, h->group);
+		if (k < 0) {
+			k = (int)n;
+			names[n++] = h->group;
+		}
+		if (!h->alive)
+			continue;
+		alive[k]++;
+		if (v->current_version && h->running_version &&
+		    strcmp(h->running_version, v->current_version) == 0)
+			at[k]++;
+	}
+	if (!v->current_version || n == 0)
+		return 0;
+	/* the others by name, the hosts in no group last */
+	for (size_t i = fixed; i < n; i++)
+		for (size_t j = i + 1; j < n; j++)
+			if (str_ptr_cmp(&names[j], &names[i]) < 0) {
+				char *t = names[i]; names[i] = names[j]; names[j] = t;
+				size_t a = at[i]; at[i] = at[j]; at[j] = a;
+				a = alive[i]; alive[i] = alive[j]; alive[j] = a;
+			}
+	fprintf(out, "%sprogress:%s", bold, reset);
+	column = strlen("progress:");
+	for (size_t i = 0; i < n; i++) {
+		_cleanup_(buf_releasep) struct buf item = BUF_INIT;
+		if (buf_printf(&item, "%s %zu/%zu", names[i] ? names[i] : "(no group)", at[i],
+			       alive[i]) < 0)
+			return -ENOMEM;
+		if (column + item.len + 2 > width && column > strlen("progress:")) {
+			fputs(",\n ", out);
+			column = 1;
+		} else if (i > 0) {
+			fputs(",", out);
+			column++;
+		}
+		fprintf(out, " %s", buf_str(&item));
+		column += item.len + 1;
+	}
+	fputc('\n', out);
+	return 0;
+}
+
+/* The policy in one line: "max_parallel 5 per group, groups dc1 > dc2". */
+static void header_policy(FILE *out, const struct render_status_options *o, const char *bold,
+			  const char *reset)
+{
+	const struct rollout_policy *p = o->policy;
+
+	fprintf(out, "%spolicy:%s ", bold, reset);
+	if (o->policy_problem) {
+		fprintf(out, "invalid (%s)\n", o->policy_problem);
+		return;
+	}
+	if (!p) {
+		fputs("none (no limit)\n", out);
+		return;
+	}
+	if (p->max_parallel)
+		fprintf(out, "max_parallel %ld", p->max_parallel);
+	else if (p->max_percent)
+		fprintf(out, "max_percent %g", p->max_percent);
+	else
+		fputs("no limit", out);
+	if (p->n_groups) {
+		fputs(p->max_parallel || p->max_percent ? " per group, groups" : ", groups", out);
+		for (size_t i = 0; i < p->n_groups; i++)
+			fprintf(out, "%s%s", i ? " > " : " ", p->groups[i]);
+	}
+	fputc('\n', out);
+}
+
+/* What an operator reads first, at the top (status --watch keeps it on
+ * screen): the desired version, the policy, progress per group, the counts
+ * that need attention, and when etcd was last heard from. */
+static int table_header(const struct fleet_view *v, FILE *out,
+			const struct render_status_options *o)
+{
+	struct state_counts sc;
+	const char *bold = o->color ? ANSI_BOLD : "", *reset = o->color ? ANSI_RESET : "";
+	int r;
+
+	count_states(v, &sc);
+	if (o->banner)
+		fprintf(out, "%s%s%s\n", o->color ? ANSI_RED ANSI_BOLD : "", o->banner, reset);
+	fprintf(out, "%sdesired version:%s %s", bold, reset,
+		v->current_version ? v->current_version : "none");
+	if (v->previous_version)
+		fprintf(out, " (previous %s)", v->previous_version);
+	fputc('\n', out);
+	if (o->show_policy)
+		header_policy(out, o, bold, reset);
+	if ((r = header_progress(v, out, o, bold, reset)) < 0)
+		return r;
+	fprintf(out, "%shosts:%s %zu, behind %zu, alive %zu, unaccounted %zu", bold, reset, v->n,
+		sc.behind, sc.alive, sc.unaccounted);
+	if (sc.paused)
+		fprintf(out, ", paused %zu", sc.paused);
+	fprintf(out, "; failed %zu, waiting %zu\n", sc.failed, sc.waiting);
+	if (o->heard)
+		fprintf(out, "%s\n", o->heard);
+	return 0;
+}
+
 static int table_totals(const struct fleet_view *v, FILE *out, bool color)
 {
 	struct version_count *versions = NULL;
@@ -404,18 +621,6 @@ static int table_totals(const struct fleet_view *v, FILE *out, bool color)
 	if (r < 0)
 		return r;
 	count_states(v, &sc);
-
-	fputc('\n', out);
-	fprintf(out, "%sdesired version:%s %s", bold, reset,
-		v->current_version ? v->current_version : "none");
-	if (v->previous_version)
-		fprintf(out, " (previous %s)", v->previous_version);
-	fputc('\n', out);
-	fprintf(out, "%shosts:%s %zu, behind %zu, alive %zu, unaccounted %zu", bold, reset, v->n,
-		sc.behind, sc.alive, sc.unaccounted);
-	if (sc.paused)
-		fprintf(out, ", paused %zu", sc.paused);
-	fputc('\n', out);
 
 	fprintf(out, "%sby running version:%s%s\n", bold, reset, n_versions ? "" : " -");
 	for (size_t i = 0; i < n_versions; i++)
@@ -435,15 +640,27 @@ static int table_totals(const struct fleet_view *v, FILE *out, bool color)
 	return 0;
 }
 
-int render_status_table(const struct fleet_view *v, FILE *out, bool color, int64_t now)
+int render_status_view(const struct fleet_view *v, FILE *out,
+		       const struct render_status_options *o)
 {
-	int r = table_rows(v, out, color, now);
+	int r = table_header(v, out, o);
 	if (r < 0)
 		return r;
-	r = table_totals(v, out, color);
-	if (r < 0)
+	if (!o->summary) {
+		fputc('\n', out);
+		if ((r = table_rows(v, out, o)) < 0)
+			return r;
+	}
+	fputc('\n', out);
+	if ((r = table_totals(v, out, o->color)) < 0)
 		return r;
 	return stream_status(out);
+}
+
+int render_status_table(const struct fleet_view *v, FILE *out, bool color, int64_t now)
+{
+	struct render_status_options o = { .width = TABLE_WIDTH, .color = color, .now = now };
+	return render_status_view(v, out, &o);
 }
 
 /* --- JSON ------------------------------------------------------------------------ */
@@ -880,4 +1097,175 @@ int render_json_policy(FILE *out, const struct rollout_policy *p)
 		return r;
 	fprintf(out, "%s\n", text);
 	return stream_status(out);
+}
+
+/* --- one host in full, pauses ------------------------------------------------------ */
+
+/* "12m ago" from a unix time, or "-" when unknown. */
+static void print_ago(FILE *out, int64_t t, int64_t now)
+{
+	_cleanup_(buf_releasep) struct buf age = BUF_INIT;
+	if (t <= 0 || render_age(now - t, &age) < 0) {
+		fputs("-", out);
+		return;
+	}
+	fprintf(out, "%s ago", buf_str(&age));
+}
+
+/* text from outside, one line (RENDER_LINE) */
+static void print_line(FILE *out, const char *text)
+{
+	_cleanup_(buf_releasep) struct buf b = BUF_INIT;
+	if (render_sanitize(text, strlen(text), RENDER_LINE, &b) == 0)
+		fputs(buf_str(&b), out);
+}
+
+int render_host(FILE *out, const struct fleet_view *v, const struct host_view *h,
+		const struct host_record *rec, int64_t now)
+{
+	fprintf(out, "host:         %s\n", h->host);
+	fprintf(out, "group:        %s\n", h->group ? h->group : "-");
+	fprintf(out, "version:      %s", h->running_version ? h->running_version : "-");
+	if (v->current_version)
+		fprintf(out, " (desired %s%s)", v->current_version,
+			host_behind(v, h) ? ": behind" : "");
+	fputc('\n', out);
+	fputs("paused:       ", out);
+	print_line(out, h->paused ? h->paused : "no");
+	fputc('\n', out);
+	if (rec->alive) {
+		fputs("alive:        yes, heard ", out);
+		print_ago(out, rec->alive_time, now);
+		if (rec->alive_pid)
+			fprintf(out, ", pid %ld", rec->alive_pid);
+		if (rec->alive_version)
+			fprintf(out, ", runs %s", rec->alive_version);
+		if (rec->lease)
+			fprintf(out, ", lease %llx", (unsigned long long)rec->lease);
+		fputc('\n', out);
+	} else {
+		fprintf(out, "alive:        no%s\n", h->provisioned == STATE_SUCCESS
+			? " (provisioned: unaccounted)" : "");
+	}
+	for (size_t i = 0; i < rec->n_states; i++) {
+		const struct host_state *st = &rec->states[i];
+		_cleanup_(buf_releasep) struct buf label = BUF_INIT;
+		if (buf_printf(&label, "%s:", status_type_name(st->type)) < 0)
+			return -ENOMEM;
+		fprintf(out, "%-13s %s, ", buf_str(&label), status_state_name(st->state));
+		print_ago(out, st->time, now);
+		if (st->type != STATUS_PROVISIONED)
+			fprintf(out, ", exit %d", st->exit_code);
+		if (st->version)
+			fprintf(out, ", at %s", st->version);
+		fputc('\n', out);
+		if (st->detail) {
+			_cleanup_(buf_releasep) struct buf d = BUF_INIT;
+			int r = render_sanitize(st->detail, strlen(st->detail), RENDER_BLOCK, &d);
+			if (r < 0)
+				return r;
+			for (const char *line = buf_str(&d); *line;) {
+				size_t len = strcspn(line, "\n");
+				fprintf(out, "  | %.*s\n", (int)len, line);
+				line += len + (line[len] ? 1 : 0);
+			}
+		}
+	}
+	if (rec->n_states == 0)
+		fputs("states:       none\n", out);
+	return stream_status(out);
+}
+
+int render_json_host(FILE *out, const struct fleet_view *v, const struct host_view *h,
+		     const struct host_record *rec)
+{
+	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
+	cJSON *states, *alive;
+
+	if (!obj || !json_add_string(obj, "host", h->host) ||
+	    !json_add_string(obj, "group", h->group) ||
+	    !json_add_string(obj, "running_version", h->running_version) ||
+	    !json_add_string(obj, "desired_version", v->current_version) ||
+	    !json_add(obj, "behind", cJSON_CreateBool(host_behind(v, h))) ||
+	    !json_add_string(obj, "paused", h->paused))
+		return -ENOMEM;
+	if (rec->alive) {
+		if (!(alive = cJSON_AddObjectToObject(obj, "alive")) ||
+		    !json_add(alive, "time", cJSON_CreateNumber((double)rec->alive_time)) ||
+		    !json_add(alive, "pid", cJSON_CreateNumber((double)rec->alive_pid)) ||
+		    !json_add_string(alive, "version", rec->alive_version) ||
+		    !json_add(alive, "lease", cJSON_CreateNumber((double)rec->lease)))
+			return -ENOMEM;
+	} else if (!json_add(obj, "alive", cJSON_CreateNull())) {
+		return -ENOMEM;
+	}
+	if (!(states = cJSON_AddArrayToObject(obj, "states")))
+		return -ENOMEM;
+	for (size_t i = 0; i < rec->n_states; i++) {
+		const struct host_state *st = &rec->states[i];
+		cJSON *s = cJSON_CreateObject();
+		if (!s || !cJSON_AddItemToArray(states, s)) {
+			cJSON_Delete(s);
+			return -ENOMEM;
+		}
+		if (!json_add_string(s, "type", status_type_name(st->type)) ||
+		    !json_add_string(s, "state", status_state_name(st->state)) ||
+		    !json_add(s, "time", cJSON_CreateNumber((double)st->time)) ||
+		    !json_add(s, "exit_code", cJSON_CreateNumber(st->exit_code)) ||
+		    !json_add_string(s, "version", st->version) ||
+		    !json_add_string(s, "detail", st->detail))
+			return -ENOMEM;
+	}
+	return json_emit(obj, out);
+}
+
+static const char *pause_scope_name(enum pause_scope s)
+{
+	return s == PAUSE_GROUP ? "group" : s == PAUSE_HOST ? "host" : "global";
+}
+
+int render_pauses(FILE *out, const struct pause_entry *p, size_t n, int64_t now)
+{
+	size_t width = strlen("NAME");
+
+	if (n == 0) {
+		fputs("no pause set\n", out);
+		return stream_status(out);
+	}
+	for (size_t i = 0; i < n; i++)
+		if (p[i].name && strlen(p[i].name) > width)
+			width = strlen(p[i].name);
+	fprintf(out, "%-6s  %-*s  %-8s  %s\n", "SCOPE", (int)width, "NAME", "SINCE", "REASON");
+	for (size_t i = 0; i < n; i++) {
+		_cleanup_(buf_releasep) struct buf age = BUF_INIT;
+		if (p[i].time > 0 ? render_age(now - p[i].time, &age) : buf_adds(&age, "-"))
+			return -ENOMEM;
+		fprintf(out, "%-6s  %-*s  %-8s  ", pause_scope_name(p[i].scope), (int)width,
+			p[i].name ? p[i].name : "-", buf_str(&age));
+		print_line(out, p[i].reason ? p[i].reason : "-");
+		fputc('\n', out);
+	}
+	return stream_status(out);
+}
+
+int render_json_pauses(FILE *out, const struct pause_entry *p, size_t n)
+{
+	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
+	cJSON *arr;
+
+	if (!obj || !(arr = cJSON_AddArrayToObject(obj, "pauses")))
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		cJSON *e = cJSON_CreateObject();
+		if (!e || !cJSON_AddItemToArray(arr, e)) {
+			cJSON_Delete(e);
+			return -ENOMEM;
+		}
+		if (!json_add_string(e, "scope", pause_scope_name(p[i].scope)) ||
+		    !json_add_string(e, "name", p[i].name) ||
+		    !json_add(e, "time", cJSON_CreateNumber((double)p[i].time)) ||
+		    !json_add_string(e, "reason", p[i].reason))
+			return -ENOMEM;
+	}
+	return json_emit(obj, out);
 }

@@ -49,7 +49,6 @@ get_services extra
 cache_services extra
 wait_for_service
 wait_for_service s1 s2
-status extra
 provision
 provision h1 h2
 decommission

@@ -1,6 +1,6 @@
 #!/bin/bash
 #
-# status as an operator reads it: hosts behind the desired version first, 80
+# status as an operator reads it: failed hosts first, then behind the desired version, 80
 # columns with long-ish names, colour only on a terminal and never with
 # NO_COLOR, --json totals, and --watch redrawing on a change (a watch).
 
@@ -33,11 +33,11 @@ test_expect_success 'setup: six hosts with long-ish names, two behind' '
 	etcdctl_put /status/provisioned/success/gone-host-99.dc9.corp "{\"time\":1}"
 '
 
-test_expect_success 'hosts behind the desired version come first, by name' '
+test_expect_success 'failed hosts first, then those behind the desired version, by name' '
 	orch status >out &&
 	cat out &&
-	grep -v "^ " out | sed -n "2,4p" | awk "{ print \$1 }" >first &&
-	printf "%s\n" gone-host-99.dc9.corp yyy-worker-09.dc3.corp zzz-database-01.dc2.corp >expect &&
+	sed -n "/^HOST /,/^\$/p" out | grep -v "^ " | sed -n "2,4p" | awk "{ print \$1 }" >first &&
+	printf "%s\n" zzz-database-01.dc2.corp gone-host-99.dc9.corp yyy-worker-09.dc3.corp >expect &&
 	test_cmp expect first &&
 	grep -q "^aaa-frontend-01.dc1.corp " out
 '
@@ -45,7 +45,7 @@ test_expect_success 'hosts behind the desired version come first, by name' '
 test_expect_success 'every line fits 80 columns; the failure detail is shown' '
 	awk "length(\$0) > 80 { print \"too wide: \" length(\$0) \": \" \$0; bad = 1 } END { exit bad }" out &&
 	grep -q "^    Error: Could not apply catalog" out &&
-	grep -q "^hosts: 7, behind 3, alive 6, unaccounted 1" out
+	grep -q "^hosts: 7, behind 3, alive 6, unaccounted 1; failed 1, waiting 0" out
 '
 
 test_expect_success 'no colour into a pipe' '
