@@ -5,7 +5,7 @@
  * This layer sits between the etcd client (which knows nothing of the layout)
  * and the command line and daemon (which print, exit and run hooks).  Every
  * change that touches several keys is one txn, so that a reader never sees a host
- * in two states of one type, or under two running versions, or a current_version
+ * in two states of one type, or a current_version
  * without its previous_version.  Functions neither print nor exit; they return 0
  * (or a documented positive answer) or a negative errno-style code, and
  * fleet_last_error() (the etcd client's etcd_last_error()) says what failed when
@@ -52,13 +52,29 @@ int fleet_trigger_update(struct fleet *f, const char *version, const char *if_cu
  * versions changed meanwhile. */
 int fleet_rollback(struct fleet *f, char **ret_version);
 
-/* Puts running_version/VERSION/HOST under lease and deletes the host's entries
- * under every other version, in one txn. */
+/* Puts running_version/HOST {"version":V,"time":T} under lease: one put, which
+ * replaces the version the host ran before (a host is under one version by
+ * construction). */
 int fleet_set_running_version(struct fleet *f, const char *host, const char *version,
 			      int64_t lease);
+/* Decodes running_version/HOST's value strictly: 0 and *ret_version (caller
+ * frees) when it is a JSON object whose "version" is a valid name, -EBADMSG
+ * otherwise (the host then counts as running no version), -ENOMEM. */
+int fleet_running_decode(const char *value, size_t len, char **ret_version);
+/* Every host with a decodable running_version/HOST at one revision (0:
+ * newest), in key order (sorted by host), with its version. */
+struct fleet_running {
+	char **hosts;
+	char **versions;
+	size_t n;
+	int64_t revision;
+};
+int fleet_running_read(struct fleet *f, int64_t revision, struct fleet_running *ret);
+void fleet_running_release(struct fleet_running *rv);
+static inline void fleet_running_releasep(struct fleet_running *rv) { fleet_running_release(rv); }
 /* Every version with at least one host, sorted; NULL-terminated. */
 int fleet_running_versions(struct fleet *f, char ***ret_versions);
-/* Hosts under running_version/VERSION, sorted; NULL-terminated. */
+/* Hosts whose running_version/HOST says VERSION, sorted; NULL-terminated. */
 int fleet_hosts_at_version(struct fleet *f, const char *version, char ***ret_hosts,
 			   int64_t *ret_revision);
 
@@ -176,10 +192,9 @@ size_t fleet_batch_ops(const struct fleet_batch *b);
 int fleet_batch_status(struct fleet_batch *b, const char *host, enum status_type type,
 		       enum status_state state, const char *version, int exit_code,
 		       const char *detail);
-/* Puts running_version/VERSION/HOST and deletes the one under previous (the
- * version the host ran before, when known and different). */
+/* Puts running_version/HOST {"version":V,"time":T}: one put. */
 int fleet_batch_running_version(struct fleet_batch *b, const char *host, const char *version,
-				const char *previous, int64_t lease);
+				int64_t lease);
 int fleet_batch_alive(struct fleet_batch *b, const char *host, const char *version, long pid,
 		      int64_t lease);
 /* value from fleet_service_value(). */

@@ -8,7 +8,7 @@
  * name rather than build a key from it.
  *
  *   P/current_version                    P/previous_version
- *   P/running_version/VERSION/HOST       P/alive/HOST
+ *   P/running_version/HOST               P/alive/HOST
  *   P/status/TYPE/STATE/HOST             P/available_services/SERVICE/HOST
  *   P/rollout/policy                     P/rollout/holders/HOST
  *   P/groups/GROUP/HOST                  P/pause/global
@@ -68,8 +68,10 @@ char *key_root(const char *prefix);					/* P/: every key */
 char *key_current_version(const char *prefix);
 char *key_previous_version(const char *prefix);
 char *key_running_version_dir(const char *prefix);			/* P/running_version/ */
-char *key_running_version_version_dir(const char *prefix, const char *version);
-char *key_running_version(const char *prefix, const char *version, const char *host);
+/* One key per host, {"version":V,"time":T}: each key a node writes sits at a
+ * path with the host as its last component, so that etcd can grant it to
+ * that host alone (node_identity). */
+char *key_running_version(const char *prefix, const char *host);
 char *key_status_dir(const char *prefix);				/* P/status/ */
 char *key_status(const char *prefix, enum status_type t, enum status_state s, const char *host);
 char *key_services_dir(const char *prefix);				/* P/available_services/ */

@@ -103,7 +103,7 @@ struct node {
 	bool rerun;			/* an interrupted run must be repeated */
 	bool splay_done;
 	unsigned failures;
-	char *running_published;	/* running_version/V/HOST we put (or owe) */
+	char *running_published;	/* version of running_version/HOST we put (or owe) */
 	bool success_owed;		/* the end-of-run txn failed: retried when idle */
 
 	/* metrics (paths.metrics_file) */

@@ -45,7 +45,7 @@ int node_put_leased_keys(struct node *n)
 	if (n->published && (r = node_batch_services(n, b, n->services_healthy, true)) < 0)
 		log_warnx("cannot publish this node's services: %s", strerror(-r));
 	if (n->running_published &&
-	    (r = fleet_batch_running_version(b, n->host, n->running_published, NULL, n->lease)) < 0)
+	    (r = fleet_batch_running_version(b, n->host, n->running_published, n->lease)) < 0)
 		return r;
 	if (n->holding &&
 	    (r = fleet_batch_holder(b, n->host, n->run_version ? n->run_version : n->model.desired,

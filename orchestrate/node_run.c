@@ -6,8 +6,8 @@
  *   upgrade     (optional) then config hook; then the validate hook
  *   end         one txn with everything the outcome changes:
  *                 success        puppet/success, validation/success,
- *                                running_version/V/HOST (and the host's old
- *                                entry deleted), alive with the new version,
+ *                                running_version/HOST {"version":V} (one key,
+ *                                so the old version goes), alive at V,
  *                                its services healthy at V, its slot freed
  *                 validation     puppet/success, validation/failed, its
  *                 failed         services unhealthy
@@ -283,10 +283,7 @@ static int node_record_end(struct node *n, const char *version, bool validated,
 	    (r = node_batch_services(n, b, validated, false)) < 0)
 		goto fail;
 	if (validated) {
-		const char *old = n->running_published;
-		if ((r = fleet_batch_running_version(b, n->host, version,
-						     str_eq(old, version) ? NULL : old,
-						     n->lease)) < 0 ||
+		if ((r = fleet_batch_running_version(b, n->host, version, n->lease)) < 0 ||
 		    (r = fleet_batch_alive(b, n->host, version, (long)getpid(), n->lease)) < 0 ||
 		    (n->holding && (r = fleet_batch_release_holder(b, n->host)) < 0))
 			goto fail;

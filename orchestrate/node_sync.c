@@ -228,7 +228,7 @@ static int node_resync(struct node *n)
 			set_str(&n->running_published, n->local);
 			if (k < 0) {
 				n->success_owed = true;
-				log_warnx("cannot put running_version/%s: %s, will retry", n->local,
+				log_warnx("cannot put running_version %s: %s, will retry", n->local,
 					  etcd_last_error(n->etcd));
 			}
 		}

@@ -297,18 +297,11 @@ char *key_running_version_dir(const char *prefix)
 	return key_build(prefix, true, W("running_version"), END);
 }
 
-char *key_running_version_version_dir(const char *prefix, const char *version)
+char *key_running_version(const char *prefix, const char *host)
 {
-	if (!version)
+	if (!host)
 		return NULL;
-	return key_build(prefix, true, W("running_version"), N(version), END);
-}
-
-char *key_running_version(const char *prefix, const char *version, const char *host)
-{
-	if (!version || !host)
-		return NULL;
-	return key_build(prefix, false, W("running_version"), N(version), N(host), END);
+	return key_build(prefix, false, W("running_version"), N(host), END);
 }
 
 char *key_status_dir(const char *prefix)
