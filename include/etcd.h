@@ -290,4 +290,19 @@ int etcd_decode_watch_frame(const char *text, size_t len, struct etcd_event **re
 			    bool *ret_created);
 void etcd_events_free(struct etcd_event *events, size_t n);
 
+/*
+ * One unary request to the gateway at path ("/v3/auth/role/grant") with a JSON
+ * body, with the client's failover, token and error mapping: 0 and *ret (the
+ * reply object, caller frees), or a negative code as above.  For the few
+ * requests this client has no function of its own for (etcd's auth API: see
+ * fleet_identity.c).
+ */
+int etcd_request(struct etcd_client *c, const char *path, const cJSON *body, cJSON **ret);
+/* When the last request was a write etcd refused (-EACCES: the user lacks the
+ * permission), the key it wrote (a txn's first); else NULL.  Client-owned. */
+const char *etcd_denied_key(const struct etcd_client *c);
+/* The user the client authenticates as, or NULL (none, or a client certificate
+ * whose CN etcd takes as the user). */
+const char *etcd_client_user(const struct etcd_client *c);
+
 #endif

@@ -269,6 +269,46 @@ int fleet_ping(struct fleet *f, char **ret_server_version, char **ret_endpoint);
 int fleet_lease_grant(struct fleet *f, int64_t ttl, int64_t *ret_lease);
 int fleet_lease_revoke(struct fleet *f, int64_t lease);
 
+/* --- identities (fleet_identity.c) ------------------------------------------------ */
+
+/*
+ * One etcd user and role per host: user HOST (etcd takes a client
+ * certificate's CN as the user), role orchestrate-node-HOST.  A grant is
+ * etcd's: [key, range_end) (range_end NULL: key alone) with a permission.
+ */
+enum fleet_perm { FLEET_PERM_READ, FLEET_PERM_WRITE, FLEET_PERM_READWRITE };
+struct fleet_grant {
+	char *key;
+	char *range_end;		/* NULL: the exact key */
+	enum fleet_perm perm;
+};
+const char *fleet_perm_name(enum fleet_perm p);	/* "READ", "WRITE", "READWRITE" */
+void fleet_grants_free(struct fleet_grant *g, size_t n);
+/* "orchestrate-node-HOST"; NULL for an invalid name or out of memory. */
+char *fleet_identity_role(const char *host);
+/*
+ * What host needs, under prefix P (pure): READWRITE on each key it writes —
+ * status/TYPE/STATE/HOST (the 9 allowed), alive/HOST, running_version/HOST,
+ * rollout/holders/HOST, groups/GROUP/HOST (when group is not NULL) and
+ * available_services/S/HOST for each of services (NULL-terminated, may be
+ * NULL) — and READ on current_version, previous_version and the prefixes
+ * pause/, rollout/, available_services/, alive/, running_version/, groups/.
+ * -EINVAL for an invalid name.
+ */
+int fleet_identity_grants(const char *P, const char *host, const char *group,
+			  char *const *services, struct fleet_grant **ret, size_t *ret_n);
+/*
+ * Makes the user host (with password, or for certificate authentication with
+ * none when password is NULL) and its role hold exactly grants: revokes the
+ * role's other permissions, grants the missing ones, creates the user and role
+ * and binds them when needed.  *ret_changes: how many changes it made (0 the
+ * second time).  Needs etcd's root role.
+ */
+int fleet_identity_apply(struct fleet *f, const char *host, const char *password,
+			 const struct fleet_grant *grants, size_t n, size_t *ret_changes);
+/* Deletes the user host and its role; returns how many of the two existed. */
+int fleet_identity_remove(struct fleet *f, const char *host);
+
 /* --- failures ------------------------------------------------------------------ */
 
 /* What get_failures reports, from one view: the hosts failed in puppet, those

@@ -80,6 +80,7 @@ char *key_service(const char *prefix, const char *service, const char *host);
 char *key_alive_dir(const char *prefix);
 char *key_alive(const char *prefix, const char *host);
 char *key_rollout_policy(const char *prefix);
+char *key_rollout_dir(const char *prefix);				/* P/rollout/ */
 char *key_rollout_holders_dir(const char *prefix);
 char *key_rollout_holder(const char *prefix, const char *host);
 char *key_groups_dir(const char *prefix);
@@ -89,6 +90,12 @@ char *key_pause_dir(const char *prefix);				/* P/pause/ */
 char *key_pause_global(const char *prefix);
 char *key_pause_group(const char *prefix, const char *group);
 char *key_pause_host(const char *prefix, const char *host);
+
+/* What kind of key key is below prefix, for a message: "running_version",
+ * "status/puppet", "available_services", "alive", "rollout/holders", "groups",
+ * "pause", "current_version"…, or "a key outside the layout".  Static storage
+ * (overwritten by the next call). */
+const char *key_class(const char *prefix, const char *key);
 
 /*
  * Splits a key read from etcd below dir (as returned by a *_dir builder) into
