@@ -133,6 +133,10 @@ enum {
  * 0 when it does not.  ret_revision (may be NULL) receives the store revision.
  */
 int etcd_get(struct etcd_client *c, const char *key, struct etcd_kv *ret, int64_t *ret_revision);
+/* The same at revision (0: newest).  A read of exactly one key needs only a
+ * grant of that key, where a prefix range of it needs the range. */
+int etcd_get_at(struct etcd_client *c, const char *key, int64_t revision, struct etcd_kv *ret,
+		int64_t *ret_revision);
 void etcd_kv_release(struct etcd_kv *kv);
 
 /*

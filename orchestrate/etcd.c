@@ -779,10 +779,17 @@ static int protocol_error(struct etcd_client *c, const char *what)
 
 int etcd_get(struct etcd_client *c, const char *key, struct etcd_kv *ret, int64_t *ret_revision)
 {
+	return etcd_get_at(c, key, 0, ret, ret_revision);
+}
+
+int etcd_get_at(struct etcd_client *c, const char *key, int64_t revision, struct etcd_kv *ret,
+		int64_t *ret_revision)
+{
 	_cleanup_(cJSON_Deletep) cJSON *body = cJSON_CreateObject();
 	_cleanup_(cJSON_Deletep) cJSON *reply = NULL;
 	_cleanup_(etcd_kv_list_releasep) struct etcd_kv_list list = ETCD_KV_LIST_INIT;
-	if (!body || add_bytes(body, "key", key, strlen(key)) < 0)
+	if (!body || add_bytes(body, "key", key, strlen(key)) < 0 ||
+	    (revision > 0 && add_int64(body, "revision", revision) < 0))
 		return -ENOMEM;
 	int r = etcd_call(c, "/v3/kv/range", body, &reply);
 	if (r < 0)

@@ -603,18 +603,18 @@ int fleet_get_status(struct fleet *f, const char *host, enum status_type type,
 		if (!status_state_allowed(type, (enum status_state)s))
 			continue;
 		_cleanup_(freep) char *key = key_status(P, type, (enum status_state)s, host);
-		_cleanup_(etcd_kv_list_releasep) struct etcd_kv_list list = ETCD_KV_LIST_INIT;
+		_cleanup_(etcd_kv_releasep) struct etcd_kv kv = { 0 };
+		int64_t at = 0;
 		if (!key)
 			return -ENOMEM;
-		r = etcd_get_prefix(f->etcd, key, 0, revision, &list);
+		/* exactly the key: all a per-host identity may read of it */
+		r = etcd_get_at(f->etcd, key, revision, &kv, &at);
 		if (r < 0)
 			return r;
 		if (revision == 0)
-			revision = list.revision;
-		for (size_t i = 0; i < list.n; i++) {
-			if (!kv_is(&list.kvs[i], key))
-				continue;
-			_cleanup_(cJSON_Deletep) cJSON *obj = json_parse_object(&list.kvs[i]);
+			revision = at;
+		if (r == 1) {
+			_cleanup_(cJSON_Deletep) cJSON *obj = json_parse_object(&kv);
 			int64_t t = json_get_int(obj, "time");
 			/* two states at once only happen by hand; the newest wins */
 			if (t <= found_time)

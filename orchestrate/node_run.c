@@ -78,7 +78,7 @@ void node_status(struct node *n, enum status_type type, enum status_state state,
 	int r = fleet_set_status(&n->fleet, n->host, type, state, version, exit_code, detail);
 	if (r < 0)
 		log_warnx("cannot set status %s/%s: %s", status_type_name(type),
-			  status_state_name(state), etcd_last_error(n->etcd));
+			  status_state_name(state), node_etcd_error(n));
 }
 
 /* --- hooks -------------------------------------------------------------------------- */
@@ -255,7 +255,7 @@ static void node_record_config_failure(struct node *n, int exit_code, const char
 	    (r = node_batch_services(n, b, false, false)) < 0 ||
 	    (r = fleet_batch_commit(b, NULL)) < 0) {
 		log_warnx("cannot set status puppet/failed: %s",
-			  r == -EINVAL ? strerror(-r) : etcd_last_error(n->etcd));
+			  r == -EINVAL ? strerror(-r) : node_etcd_error(n));
 		node_services_forget_pending(n);
 		return;
 	}
@@ -310,7 +310,7 @@ void node_retry_owed(struct node *n)
 		return;
 	if (node_record_end(n, n->local, true, 0, NULL) < 0) {
 		log_warnx("cannot record the run at '%s': %s, will retry", n->local,
-			  etcd_last_error(n->etcd));
+			  node_etcd_error(n));
 		node_schedule_resync(n, USEC_PER_SEC);
 		return;
 	}
@@ -368,7 +368,7 @@ static void node_validate_done(struct node *n, const struct hook_result *res)
 		detail = node_detail(res);
 		if (node_record_end(n, n->run_version, false, res->exit_code, detail) < 0)
 			log_warnx("cannot set status validation/failed: %s",
-				  etcd_last_error(n->etcd));
+				  node_etcd_error(n));
 		n->validation_failed = true;
 		node_run_failed(n, "validation");
 		return;
@@ -392,7 +392,7 @@ static void node_validate_done(struct node *n, const struct hook_result *res)
 	n->success_owed = r < 0;
 	if (r < 0) {
 		log_fields(LOG_WARNING, version, NULL, "cannot record the run at '%s': %s, will retry",
-			   version, etcd_last_error(n->etcd));
+			   version, node_etcd_error(n));
 		set_str(&n->running_published, version);
 	}
 	n->validation_failed = false;
@@ -465,7 +465,7 @@ void node_start_run(struct node *n)
 			     NULL);
 	if (r < 0) {
 		/* Without puppet/running the fleet could not see the run: retry. */
-		log_warnx("cannot set puppet/running: %s", etcd_last_error(n->etcd));
+		log_warnx("cannot set puppet/running: %s", node_etcd_error(n));
 		node_run_failed(n, "status update");
 		return;
 	}
