@@ -67,6 +67,7 @@ LIB_OBJS = \
 	orchestrate/etcd_watch.o \
 	orchestrate/schema.o \
 	orchestrate/fleet.o \
+	orchestrate/fleet_identity.o \
 	orchestrate/fleet_model.o \
 	orchestrate/hiera.o \
 	orchestrate/render.o \
@@ -86,7 +87,8 @@ CLI_OBJS = \
 	orchestrate/cmd_versions.o \
 	orchestrate/cmd_status.o \
 	orchestrate/cmd_services.o \
-	orchestrate/cmd_admin.o
+	orchestrate/cmd_admin.o \
+	orchestrate/cmd_identity.o
 
 DAEMON_OBJS = \
 	orchestrate/orchestrated.o \

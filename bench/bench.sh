@@ -123,7 +123,7 @@ count_prefix() {
 		sed -n 's/.*"count":"\([0-9]*\)".*/\1/p'
 }
 
-# seed N: N hosts under /running_version/v1/ and publishing service "svc".
+# seed N: N hosts at v1 (running_version/HOST) and publishing service "svc".
 seed() {
 	local n=$1
 	curl -sf -X POST "$URL/v3/kv/deleterange" \
@@ -132,21 +132,21 @@ seed() {
 		for (i = 1; i <= n; i++) printf "host-%05d\n", i
 	}' >"$TMP/hosts.txt"
 	awk -v t="$(date +%s)" '{
-		printf "/running_version/v1/%s\t{\"time\":%s}\n", $1, t
+		printf "/running_version/%s\t{\"version\":\"v1\",\"time\":%s}\n", $1, t
 		printf "/available_services/svc/%s\t{\"addresses\":{\"eth0\":\"10.%d.%d.%d\"},\"healthy\":true}\n",
 			$1, int(NR / 65536) % 256, int(NR / 256) % 256, NR % 256
 	}' "$TMP/hosts.txt" >"$TMP/seed.tsv"
 	printf '/current_version\tv1\n/previous_version\tv0\n' >>"$TMP/seed.tsv"
 	put_all "$TMP/seed.tsv"
-	[[ $(count_prefix /running_version/v1/) == "$n" ]] || die "seeded running_version count is wrong"
+	[[ $(count_prefix /running_version/) == "$n" ]] || die "seeded running_version count is wrong"
 	[[ $(count_prefix /available_services/svc/) == "$n" ]] || die "seeded service count is wrong"
 }
 
 # --- the jobs -------------------------------------------------------------------
 # Each job writes to $TMP/out and returns the status a correct answer gives.
 
-RV_KEY=$(b64 /running_version/v1/)
-RV_END=$(b64 "$(prefix_end /running_version/v1/)")
+RV_KEY=$(b64 /running_version/)
+RV_END=$(b64 "$(prefix_end /running_version/)")
 SV_KEY=$(b64 /available_services/)
 SV_END=$(b64 "$(prefix_end /available_services/)")
 CV_KEY=$(b64 /current_version)
@@ -155,14 +155,15 @@ orch() { "$ORCH" --etcd "$URL" "$@"; }
 
 job_verify_orch() { orch verify_hosts v1 <"$TMP/hosts.txt" >"$TMP/out"; }
 job_verify_etcdctl() {
-	"${ECTL[@]}" get --prefix --keys-only /running_version/v1/ |
-		sed -n 's|^/running_version/v1/||p' | sort >"$TMP/have"
+	"${ECTL[@]}" get --prefix -w fields /running_version/ |
+		awk -F' : ' '/^"Key"/ { k = $2 } /^"Value"/ && index($2, "\\"version\\":\\"v1\\"") { gsub(/"|\/running_version\//, "", k); print k }' |
+		sort >"$TMP/have"
 	sort "$TMP/hosts.txt" | comm -23 - "$TMP/have" >"$TMP/out"
 	[[ ! -s $TMP/out ]]
 }
 job_verify_curl() {
 	curl -sf -X POST "$URL/v3/kv/range" \
-		-d "{\"key\":\"$RV_KEY\",\"range_end\":\"$RV_END\",\"keys_only\":true}" >/dev/null
+		-d "{\"key\":\"$RV_KEY\",\"range_end\":\"$RV_END\"}" >/dev/null
 }
 
 run_no=0

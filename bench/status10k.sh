@@ -51,7 +51,7 @@ for i in range(n):
                      "detail": "Error: could not apply catalog\nline two" if failed else ""})),
         ("status/validation/success/" + h, json.dumps({"time": now - i, "version": ver, "exit_code": 0, "detail": ""})),
         ("status/provisioned/success/" + h, json.dumps({"time": now - i, "version": None, "exit_code": 0, "detail": ""})),
-        ("running_version/%s/%s" % (ver, h), json.dumps({"time": now})),
+        ("running_version/" + h, json.dumps({"version": ver, "time": now})),
         ("groups/dc%d/%s" % (i % 3 + 1, h), ""),
     ]
 for k in range(0, len(puts), 100):

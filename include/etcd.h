@@ -133,6 +133,10 @@ enum {
  * 0 when it does not.  ret_revision (may be NULL) receives the store revision.
  */
 int etcd_get(struct etcd_client *c, const char *key, struct etcd_kv *ret, int64_t *ret_revision);
+/* The same at revision (0: newest).  A read of exactly one key needs only a
+ * grant of that key, where a prefix range of it needs the range. */
+int etcd_get_at(struct etcd_client *c, const char *key, int64_t revision, struct etcd_kv *ret,
+		int64_t *ret_revision);
 void etcd_kv_release(struct etcd_kv *kv);
 
 /*
@@ -289,5 +293,20 @@ int etcd_decode_watch_frame(const char *text, size_t len, struct etcd_event **re
 			    size_t *ret_n, int64_t *ret_revision, int64_t *ret_compact,
 			    bool *ret_created);
 void etcd_events_free(struct etcd_event *events, size_t n);
+
+/*
+ * One unary request to the gateway at path ("/v3/auth/role/grant") with a JSON
+ * body, with the client's failover, token and error mapping: 0 and *ret (the
+ * reply object, caller frees), or a negative code as above.  For the few
+ * requests this client has no function of its own for (etcd's auth API: see
+ * fleet_identity.c).
+ */
+int etcd_request(struct etcd_client *c, const char *path, const cJSON *body, cJSON **ret);
+/* When the last request was a write etcd refused (-EACCES: the user lacks the
+ * permission), the key it wrote (a txn's first); else NULL.  Client-owned. */
+const char *etcd_denied_key(const struct etcd_client *c);
+/* The user the client authenticates as, or NULL (none, or a client certificate
+ * whose CN etcd takes as the user). */
+const char *etcd_client_user(const struct etcd_client *c);
 
 #endif

@@ -5,7 +5,7 @@
  * This layer sits between the etcd client (which knows nothing of the layout)
  * and the command line and daemon (which print, exit and run hooks).  Every
  * change that touches several keys is one txn, so that a reader never sees a host
- * in two states of one type, or under two running versions, or a current_version
+ * in two states of one type, or a current_version
  * without its previous_version.  Functions neither print nor exit; they return 0
  * (or a documented positive answer) or a negative errno-style code, and
  * fleet_last_error() (the etcd client's etcd_last_error()) says what failed when
@@ -52,13 +52,29 @@ int fleet_trigger_update(struct fleet *f, const char *version, const char *if_cu
  * versions changed meanwhile. */
 int fleet_rollback(struct fleet *f, char **ret_version);
 
-/* Puts running_version/VERSION/HOST under lease and deletes the host's entries
- * under every other version, in one txn. */
+/* Puts running_version/HOST {"version":V,"time":T} under lease: one put, which
+ * replaces the version the host ran before (a host is under one version by
+ * construction). */
 int fleet_set_running_version(struct fleet *f, const char *host, const char *version,
 			      int64_t lease);
+/* Decodes running_version/HOST's value strictly: 0 and *ret_version (caller
+ * frees) when it is a JSON object whose "version" is a valid name, -EBADMSG
+ * otherwise (the host then counts as running no version), -ENOMEM. */
+int fleet_running_decode(const char *value, size_t len, char **ret_version);
+/* Every host with a decodable running_version/HOST at one revision (0:
+ * newest), in key order (sorted by host), with its version. */
+struct fleet_running {
+	char **hosts;
+	char **versions;
+	size_t n;
+	int64_t revision;
+};
+int fleet_running_read(struct fleet *f, int64_t revision, struct fleet_running *ret);
+void fleet_running_release(struct fleet_running *rv);
+static inline void fleet_running_releasep(struct fleet_running *rv) { fleet_running_release(rv); }
 /* Every version with at least one host, sorted; NULL-terminated. */
 int fleet_running_versions(struct fleet *f, char ***ret_versions);
-/* Hosts under running_version/VERSION, sorted; NULL-terminated. */
+/* Hosts whose running_version/HOST says VERSION, sorted; NULL-terminated. */
 int fleet_hosts_at_version(struct fleet *f, const char *version, char ***ret_hosts,
 			   int64_t *ret_revision);
 
@@ -218,10 +234,9 @@ size_t fleet_batch_ops(const struct fleet_batch *b);
 int fleet_batch_status(struct fleet_batch *b, const char *host, enum status_type type,
 		       enum status_state state, const char *version, int exit_code,
 		       const char *detail);
-/* Puts running_version/VERSION/HOST and deletes the one under previous (the
- * version the host ran before, when known and different). */
+/* Puts running_version/HOST {"version":V,"time":T}: one put. */
 int fleet_batch_running_version(struct fleet_batch *b, const char *host, const char *version,
-				const char *previous, int64_t lease);
+				int64_t lease);
 int fleet_batch_alive(struct fleet_batch *b, const char *host, const char *version, long pid,
 		      int64_t lease);
 /* value from fleet_service_value(). */
@@ -295,6 +310,46 @@ int fleet_ping(struct fleet *f, char **ret_server_version, char **ret_endpoint);
  * (update_own_info, publish_service --ttl), and its early end. */
 int fleet_lease_grant(struct fleet *f, int64_t ttl, int64_t *ret_lease);
 int fleet_lease_revoke(struct fleet *f, int64_t lease);
+
+/* --- identities (fleet_identity.c) ------------------------------------------------ */
+
+/*
+ * One etcd user and role per host: user HOST (etcd takes a client
+ * certificate's CN as the user), role orchestrate-node-HOST.  A grant is
+ * etcd's: [key, range_end) (range_end NULL: key alone) with a permission.
+ */
+enum fleet_perm { FLEET_PERM_READ, FLEET_PERM_WRITE, FLEET_PERM_READWRITE };
+struct fleet_grant {
+	char *key;
+	char *range_end;		/* NULL: the exact key */
+	enum fleet_perm perm;
+};
+const char *fleet_perm_name(enum fleet_perm p);	/* "READ", "WRITE", "READWRITE" */
+void fleet_grants_free(struct fleet_grant *g, size_t n);
+/* "orchestrate-node-HOST"; NULL for an invalid name or out of memory. */
+char *fleet_identity_role(const char *host);
+/*
+ * What host needs, under prefix P (pure): READWRITE on each key it writes —
+ * status/TYPE/STATE/HOST (the 9 allowed), alive/HOST, running_version/HOST,
+ * rollout/holders/HOST, groups/GROUP/HOST (when group is not NULL) and
+ * available_services/S/HOST for each of services (NULL-terminated, may be
+ * NULL) — and READ on current_version, previous_version and the prefixes
+ * pause/, rollout/, available_services/, alive/, running_version/, groups/.
+ * -EINVAL for an invalid name.
+ */
+int fleet_identity_grants(const char *P, const char *host, const char *group,
+			  char *const *services, struct fleet_grant **ret, size_t *ret_n);
+/*
+ * Makes the user host (with password, or for certificate authentication with
+ * none when password is NULL) and its role hold exactly grants: revokes the
+ * role's other permissions, grants the missing ones, creates the user and role
+ * and binds them when needed.  *ret_changes: how many changes it made (0 the
+ * second time).  Needs etcd's root role.
+ */
+int fleet_identity_apply(struct fleet *f, const char *host, const char *password,
+			 const struct fleet_grant *grants, size_t n, size_t *ret_changes);
+/* Deletes the user host and its role; returns how many of the two existed. */
+int fleet_identity_remove(struct fleet *f, const char *host);
 
 /* --- failures ------------------------------------------------------------------ */
 

@@ -111,8 +111,8 @@ size_t rollout_policy_stage(const struct rollout_policy *p, const char *group);
  * the groups before group's stage runs desired.  Returns 1 when so (or when
  * there is nothing before it), 0 with *ret_group (caller frees) and
  * *ret_behind set to the first group still behind, and *ret_revision the
- * revision the answer holds at.  Reads alive/, running_version/DESIRED/ and
- * groups/G/ (keys only), skipping host itself.
+ * revision the answer holds at.  Reads alive/ and groups/G/ (keys only) and
+ * running_version/ (the hosts whose value says desired), skipping host itself.
  */
 int fleet_stage_ready(struct fleet *f, const struct rollout_policy *p, const char *group,
 		      const char *host, const char *desired, char **ret_group,

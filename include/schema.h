@@ -8,7 +8,7 @@
  * name rather than build a key from it.
  *
  *   P/current_version                    P/previous_version
- *   P/running_version/VERSION/HOST       P/alive/HOST
+ *   P/running_version/HOST               P/alive/HOST
  *   P/status/TYPE/STATE/HOST             P/available_services/SERVICE/HOST
  *   P/rollout/policy                     P/rollout/holders/HOST
  *   P/groups/GROUP/HOST                  P/pause/global
@@ -68,8 +68,10 @@ char *key_root(const char *prefix);					/* P/: every key */
 char *key_current_version(const char *prefix);
 char *key_previous_version(const char *prefix);
 char *key_running_version_dir(const char *prefix);			/* P/running_version/ */
-char *key_running_version_version_dir(const char *prefix, const char *version);
-char *key_running_version(const char *prefix, const char *version, const char *host);
+/* One key per host, {"version":V,"time":T}: each key a node writes sits at a
+ * path with the host as its last component, so that etcd can grant it to
+ * that host alone (node_identity). */
+char *key_running_version(const char *prefix, const char *host);
 char *key_status_dir(const char *prefix);				/* P/status/ */
 char *key_status(const char *prefix, enum status_type t, enum status_state s, const char *host);
 char *key_services_dir(const char *prefix);				/* P/available_services/ */
@@ -78,6 +80,7 @@ char *key_service(const char *prefix, const char *service, const char *host);
 char *key_alive_dir(const char *prefix);
 char *key_alive(const char *prefix, const char *host);
 char *key_rollout_policy(const char *prefix);
+char *key_rollout_dir(const char *prefix);				/* P/rollout/ */
 char *key_rollout_holders_dir(const char *prefix);
 char *key_rollout_holder(const char *prefix, const char *host);
 char *key_groups_dir(const char *prefix);
@@ -87,6 +90,12 @@ char *key_pause_dir(const char *prefix);				/* P/pause/ */
 char *key_pause_global(const char *prefix);
 char *key_pause_group(const char *prefix, const char *group);
 char *key_pause_host(const char *prefix, const char *host);
+
+/* What kind of key key is below prefix, for a message: "running_version",
+ * "status/puppet", "available_services", "alive", "rollout/holders", "groups",
+ * "pause", "current_version"…, or "a key outside the layout".  Static storage
+ * (overwritten by the next call). */
+const char *key_class(const char *prefix, const char *key);
 
 /*
  * Splits a key read from etcd below dir (as returned by a *_dir builder) into

@@ -135,6 +135,8 @@ extern const struct command command_update_own_status, command_get_failures,
 /* cmd_services.c */
 extern const struct command command_publish_service, command_unpublish_service,
 	command_get_services, command_cache_services, command_wait_for_service;
+/* cmd_identity.c */
+extern const struct command command_node_identity;
 /* cmd_admin.c */
 extern const struct command command_provision, command_decommission, command_pause,
 	command_pauses, command_resume, command_rollout_policy;

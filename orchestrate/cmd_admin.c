@@ -65,6 +65,16 @@ static int cmd_decommission(struct cli *cli, int argc, char **argv)
 	if (r < 0)
 		return cli_fleet_error(cli, r, "cannot decommission");
 	printf("decommissioned %s: removed %d key%s\n", argv[0], r, r == 1 ? "" : "s");
+	/* its etcd identity (node_identity), when there is one; only root may
+	 * touch users, so a refusal leaves it for root to remove */
+	r = fleet_identity_remove(f, argv[0]);
+	if (r > 0)
+		printf("removed the etcd user %s and its role\n", argv[0]);
+	else if (r == -EACCES)
+		cli_warn("cannot remove the etcd user '%s' and its role (needs etcd's root "
+			 "role), leaving them", argv[0]);
+	else if (r < 0)
+		return cli_fleet_error(cli, r, "cannot remove the node identity");
 	return 0;
 }
 
@@ -72,7 +82,8 @@ const struct command command_decommission = {
 	.name = "decommission", .fn = cmd_decommission, .min_args = 1, .max_args = 1,
 	.group = G_OPERATORS, .needs = "a HOST",
 	.synopsis = "decommission HOST",
-	.description = "remove every key of HOST in one transaction",
+	.description = "remove every key of HOST in one transaction, then its etcd user\n"
+		       "and role (node_identity) when there are",
 };
 
 /* --- pause, resume -------------------------------------------------------------------- */

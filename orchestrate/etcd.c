@@ -273,6 +273,7 @@ struct etcd_client *etcd_client_free(struct etcd_client *c)
 		explicit_bzero(c->password, strlen(c->password));
 	free(c->password);
 	free(c->token);
+	free(c->denied_key);
 	buf_release(&c->error);
 	free(c);
 	return NULL;
@@ -422,6 +423,34 @@ static int map_error_body(struct etcd_client *c, const char *endpoint, long http
 				   cJSON_IsString(msg) ? msg->valuestring : NULL, retry, reauth);
 }
 
+/* The key of the write a request at path with body makes (a put's, a delete's,
+ * a txn's first operation), base64-decoded, or NULL. */
+static char *write_key(const char *path, const cJSON *body)
+{
+	const cJSON *key = NULL;
+
+	if (strcmp(path, "/v3/kv/put") == 0 || strcmp(path, "/v3/kv/deleterange") == 0) {
+		key = cJSON_GetObjectItemCaseSensitive(body, "key");
+	} else if (strcmp(path, "/v3/kv/txn") == 0) {
+		const cJSON *ops = cJSON_GetObjectItemCaseSensitive(body, "success");
+		const cJSON *op = cJSON_IsArray(ops) ? cJSON_GetArrayItem(ops, 0) : NULL;
+		const cJSON *req = op ? op->child : NULL;
+		key = req ? cJSON_GetObjectItemCaseSensitive(req, "key") : NULL;
+	}
+	if (!cJSON_IsString(key))
+		return NULL;
+	_cleanup_(buf_releasep) struct buf b = BUF_INIT;
+	if (base64_decode(key->valuestring, strlen(key->valuestring), &b) < 0 ||
+	    buf_addc(&b, '\0') < 0 || memchr(b.data, '\0', b.len - 1))
+		return NULL;
+	return buf_detach(&b);
+}
+
+const char *etcd_denied_key(const struct etcd_client *c)
+{
+	return c->denied_key;
+}
+
 /*
  * One unary request with failover.  On success *ret holds the parsed reply
  * (an object).  raw_path is e.g. "/v3/kv/range".
@@ -435,6 +464,10 @@ static int etcd_call(struct etcd_client *c, const char *path, const cJSON *body,
 	bool tls_refused = false;
 	int r = -ECONNREFUSED;
 
+	if (c->denied_key) {
+		free(c->denied_key);
+		c->denied_key = NULL;
+	}
 	if (c->user && !c->token) {
 		r = etcd_authenticate(c);
 		if (r < 0)
@@ -491,6 +524,10 @@ static int etcd_call(struct etcd_client *c, const char *path, const cJSON *body,
 
 		bool retry, reauth;
 		r = map_error_body(c, endpoint, http_code, json, &retry, &reauth);
+		if (r == -EACCES && !reauth) {
+			free(c->denied_key);
+			c->denied_key = write_key(path, body);
+		}
 		if (reauth && !reauthed) {
 			reauthed = true;
 			free(c->token);
@@ -507,6 +544,18 @@ static int etcd_call(struct etcd_client *c, const char *path, const cJSON *body,
 	if (tls_refused && r == -ECONNREFUSED)
 		return -EACCES;
 	return r;
+}
+
+int etcd_request(struct etcd_client *c, const char *path, const cJSON *body, cJSON **ret)
+{
+	if (!path || strncmp(path, "/v3/", 4) != 0 || !body)
+		return -EINVAL;
+	return etcd_call(c, path, body, ret);
+}
+
+const char *etcd_client_user(const struct etcd_client *c)
+{
+	return c->user;
 }
 
 int etcd_authenticate(struct etcd_client *c)
@@ -730,10 +779,17 @@ static int protocol_error(struct etcd_client *c, const char *what)
 
 int etcd_get(struct etcd_client *c, const char *key, struct etcd_kv *ret, int64_t *ret_revision)
 {
+	return etcd_get_at(c, key, 0, ret, ret_revision);
+}
+
+int etcd_get_at(struct etcd_client *c, const char *key, int64_t revision, struct etcd_kv *ret,
+		int64_t *ret_revision)
+{
 	_cleanup_(cJSON_Deletep) cJSON *body = cJSON_CreateObject();
 	_cleanup_(cJSON_Deletep) cJSON *reply = NULL;
 	_cleanup_(etcd_kv_list_releasep) struct etcd_kv_list list = ETCD_KV_LIST_INIT;
-	if (!body || add_bytes(body, "key", key, strlen(key)) < 0)
+	if (!body || add_bytes(body, "key", key, strlen(key)) < 0 ||
+	    (revision > 0 && add_int64(body, "revision", revision) < 0))
 		return -ENOMEM;
 	int r = etcd_call(c, "/v3/kv/range", body, &reply);
 	if (r < 0)

@@ -23,6 +23,7 @@ struct etcd_client {
 	char *cacert, *cert, *key;
 	char *user, *password;
 	char *token;			/* auth token, NULL before authenticating */
+	char *denied_key;		/* etcd_denied_key(): the write etcd refused */
 	long timeout_ms;
 
 	CURL *easy;			/* reused by unary calls: keeps connections */

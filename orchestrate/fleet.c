@@ -382,107 +382,153 @@ int fleet_rollback(struct fleet *f, char **ret_version)
 	return 0;
 }
 
+/* {"version":"V","time":T}: running_version/HOST's value. */
+static int running_value(const char *version, char **ret)
+{
+	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
+	int r;
+
+	if (!obj)
+		return -ENOMEM;
+	if ((r = json_add_string(obj, "version", version)) < 0 ||
+	    (r = json_add_time(obj, "time", fleet_now())) < 0)
+		return r;
+	return json_print(obj, ret);
+}
+
+int fleet_running_decode(const char *value, size_t len, char **ret_version)
+{
+	_cleanup_(cJSON_Deletep) cJSON *obj = NULL;
+	const char *v;
+
+	*ret_version = NULL;
+	if (!value || len == 0)
+		return -EBADMSG;
+	obj = cJSON_ParseWithLength(value, len);
+	if (!obj || !cJSON_IsObject(obj))
+		return -EBADMSG;
+	v = json_get_string(obj, "version");
+	if (!v || !schema_name_valid(v))
+		return -EBADMSG;
+	*ret_version = strdup(v);
+	return *ret_version ? 0 : -ENOMEM;
+}
+
+/* The host of kv when it is running_version/HOST below dir (dir_len bytes)
+ * with a valid host name, else NULL: a pointer into kv's key, which etcd.c
+ * NUL-terminates. */
+static const char *running_host(const struct etcd_kv *kv, size_t dir_len)
+{
+	if (kv->key_len <= dir_len)
+		return NULL;
+	const char *host = kv->key + dir_len;
+	return schema_name_valid(host) ? host : NULL;
+}
+
 int fleet_set_running_version(struct fleet *f, const char *host, const char *version,
 			      int64_t lease)
 {
 	if (!name_ok(host) || !name_ok(version))
 		return -EINVAL;
 
-	const char *P = fleet_prefix(f);
-	_cleanup_(freep) char *dir = key_running_version_dir(P);
-	_cleanup_(freep) char *key = key_running_version(P, version, host);
+	_cleanup_(freep) char *key = key_running_version(fleet_prefix(f), host);
 	_cleanup_(freep) char *value = NULL;
-	_cleanup_(etcd_kv_list_releasep) struct etcd_kv_list list = ETCD_KV_LIST_INIT;
-	_cleanup_(etcd_txn_freep) struct etcd_txn *t = NULL;
-	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
 	int r;
 
-	if (!dir || !key || !obj)
+	if (!key)
 		return -ENOMEM;
-	if ((r = json_add_time(obj, "time", fleet_now())) < 0 || (r = json_print(obj, &value)) < 0)
+	if ((r = running_value(version, &value)) < 0)
 		return r;
-	/* The host's entries under other versions: only this host writes them, so
-	 * what this range finds is what the txn must delete. */
-	r = etcd_get_prefix(f->etcd, dir, ETCD_KEYS_ONLY, 0, &list);
-	if (r < 0)
-		return r;
-	t = etcd_txn_new();
-	if (!t)
-		return -ENOMEM;
-	r = etcd_txn_put(t, true, key, value, lease);
-	if (r < 0)
-		return r;
-	for (size_t i = 0; i < list.n; i++) {
-		_cleanup_(freep) char *copy = NULL;
-		_cleanup_(freep) char *old = NULL;
-		char *parts[2];
-
-		if (key_split(list.kvs[i].key, list.kvs[i].key_len, dir, parts, 2, &copy) != 2)
-			continue;
-		if (strcmp(parts[1], host) != 0 || strcmp(parts[0], version) == 0)
-			continue;
-		old = key_running_version(P, parts[0], host);
-		if (!old)
-			return -ENOMEM;
-		r = etcd_txn_delete(t, true, old);
-		if (r < 0)
-			return r;
-	}
-	return written(etcd_txn_commit(f->etcd, t, NULL, NULL));
+	/* One key per host: the put replaces whatever version it said before. */
+	return written(etcd_put(f->etcd, key, value, strlen(value), lease));
 }
 
-/*
- * The distinct first components of the keys below dir that have exactly nparts
- * valid names ("v2" of running_version/v2/web1), sorted; keys that do not fit
- * are skipped.  One keys-only range.
- */
-static int read_names(struct fleet *f, const char *dir, int nparts, char ***ret,
-		      int64_t *ret_revision)
+int fleet_running_read(struct fleet *f, int64_t revision, struct fleet_running *ret)
 {
+	_cleanup_(freep) char *dir = key_running_version_dir(fleet_prefix(f));
 	_cleanup_(etcd_kv_list_releasep) struct etcd_kv_list list = ETCD_KV_LIST_INIT;
-	_cleanup_(strv_freep) char **v = NULL;
-	size_t n = 0;
+	struct fleet_running out = { 0 };
+	size_t dir_len;
 	int r;
 
-	r = etcd_get_prefix(f->etcd, dir, ETCD_KEYS_ONLY, 0, &list);
+	*ret = (struct fleet_running){ 0 };
+	if (!dir)
+		return -ENOMEM;
+	dir_len = strlen(dir);
+	r = etcd_get_prefix(f->etcd, dir, 0, revision, &list);
 	if (r < 0)
 		return r;
-	for (size_t i = 0; i < list.n; i++) {
-		_cleanup_(freep) char *copy = NULL;
-		char *parts[2];
-
-		if (key_split(list.kvs[i].key, list.kvs[i].key_len, dir, parts, nparts, &copy) !=
-		    nparts)
-			continue;
-		/* keys are sorted, so equal first components are adjacent */
-		if (n > 0 && strcmp(v[n - 1], parts[0]) == 0)
-			continue;
-		r = strv_push(&v, &n, parts[0]);
-		if (r < 0)
-			return r;
+	out.hosts = calloc(list.n ? list.n : 1, sizeof(char *));
+	out.versions = calloc(list.n ? list.n : 1, sizeof(char *));
+	if (!out.hosts || !out.versions) {
+		fleet_running_release(&out);
+		return -ENOMEM;
 	}
-	if (ret_revision)
-		*ret_revision = list.revision;
-	return strv_finish_sorted(&v, &n, ret);
+	for (size_t i = 0; i < list.n; i++) {
+		const struct etcd_kv *kv = &list.kvs[i];
+		const char *host = running_host(kv, dir_len);
+		char *version;
+
+		/* a value that is not a version is a host under none */
+		if (!host || fleet_running_decode(kv->value, kv->value_len, &version) < 0)
+			continue;
+		if (!(out.hosts[out.n] = strdup(host))) {
+			free(version);
+			fleet_running_release(&out);
+			return -ENOMEM;
+		}
+		out.versions[out.n++] = version;
+	}
+	out.revision = list.revision;
+	*ret = out;
+	return 0;
+}
+
+void fleet_running_release(struct fleet_running *rv)
+{
+	for (size_t i = 0; i < rv->n; i++) {
+		free(rv->hosts[i]);
+		free(rv->versions[i]);
+	}
+	free(rv->hosts);
+	free(rv->versions);
+	*rv = (struct fleet_running){ 0 };
 }
 
 int fleet_running_versions(struct fleet *f, char ***ret_versions)
 {
-	_cleanup_(freep) char *dir = key_running_version_dir(fleet_prefix(f));
-	if (!dir)
-		return -ENOMEM;
-	return read_names(f, dir, 2, ret_versions, NULL);
+	_cleanup_(fleet_running_releasep) struct fleet_running rv = { 0 };
+	_cleanup_(strv_freep) char **v = NULL;
+	size_t n = 0;
+	int r;
+
+	if ((r = fleet_running_read(f, 0, &rv)) < 0)
+		return r;
+	for (size_t i = 0; i < rv.n; i++)
+		if ((r = strv_push(&v, &n, rv.versions[i])) < 0)
+			return r;
+	return strv_finish_sorted(&v, &n, ret_versions);
 }
 
 int fleet_hosts_at_version(struct fleet *f, const char *version, char ***ret_hosts,
 			   int64_t *ret_revision)
 {
+	_cleanup_(fleet_running_releasep) struct fleet_running rv = { 0 };
+	_cleanup_(strv_freep) char **v = NULL;
+	size_t n = 0;
+	int r;
+
 	if (!name_ok(version))
 		return -EINVAL;
-	_cleanup_(freep) char *dir = key_running_version_version_dir(fleet_prefix(f), version);
-	if (!dir)
-		return -ENOMEM;
-	return read_names(f, dir, 1, ret_hosts, ret_revision);
+	if ((r = fleet_running_read(f, 0, &rv)) < 0)
+		return r;
+	for (size_t i = 0; i < rv.n; i++)
+		if (strcmp(rv.versions[i], version) == 0 &&
+		    (r = strv_push(&v, &n, rv.hosts[i])) < 0)
+			return r;
+	if (ret_revision)
+		*ret_revision = rv.revision;
+	return strv_finish_sorted(&v, &n, ret_hosts);
 }
 
 /* --- statuses -------------------------------------------------------------------- */
@@ -559,18 +605,18 @@ int fleet_get_status(struct fleet *f, const char *host, enum status_type type,
 		if (!status_state_allowed(type, (enum status_state)s))
 			continue;
 		_cleanup_(freep) char *key = key_status(P, type, (enum status_state)s, host);
-		_cleanup_(etcd_kv_list_releasep) struct etcd_kv_list list = ETCD_KV_LIST_INIT;
+		_cleanup_(etcd_kv_releasep) struct etcd_kv kv = { 0 };
+		int64_t at = 0;
 		if (!key)
 			return -ENOMEM;
-		r = etcd_get_prefix(f->etcd, key, 0, revision, &list);
+		/* exactly the key: all a per-host identity may read of it */
+		r = etcd_get_at(f->etcd, key, revision, &kv, &at);
 		if (r < 0)
 			return r;
 		if (revision == 0)
-			revision = list.revision;
-		for (size_t i = 0; i < list.n; i++) {
-			if (!kv_is(&list.kvs[i], key))
-				continue;
-			_cleanup_(cJSON_Deletep) cJSON *obj = json_parse_object(&list.kvs[i]);
+			revision = at;
+		if (r == 1) {
+			_cleanup_(cJSON_Deletep) cJSON *obj = json_parse_object(&kv);
 			int64_t t = json_get_int(obj, "time");
 			/* two states at once only happen by hand; the newest wins */
 			if (t <= found_time)
@@ -721,12 +767,11 @@ int fleet_decommission(struct fleet *f, const char *host)
 		int parts;
 	} dirs[] = {
 		{ key_status_dir, 3 },
-		{ key_running_version_dir, 2 },
 		{ key_services_dir, 2 },
 		{ key_groups_dir, 2 },
 	};
 	char *(*own[])(const char *prefix, const char *host) = {
-		key_alive, key_rollout_holder, key_pause_host,
+		key_alive, key_running_version, key_rollout_holder, key_pause_host,
 	};
 	_cleanup_(strv_freep) char **keys = NULL;
 	size_t n_keys = 0;
@@ -1383,14 +1428,14 @@ struct view_read {
 
 static const int source_parts[_SOURCE_MAX] = {
 	[SOURCE_STATUS] = 3,
-	[SOURCE_RUNNING] = 2,
+	[SOURCE_RUNNING] = 1,
 	[SOURCE_ALIVE] = 1,
 	[SOURCE_GROUPS] = 2,
 };
 
 static const unsigned source_flags[_SOURCE_MAX] = {
 	[SOURCE_STATUS] = 0,
-	[SOURCE_RUNNING] = ETCD_KEYS_ONLY,
+	[SOURCE_RUNNING] = 0,
 	[SOURCE_ALIVE] = 0,
 	[SOURCE_GROUPS] = ETCD_KEYS_ONLY,
 };
@@ -1578,10 +1623,17 @@ static int view_add(struct fleet_view *v, struct status_seen *seen, enum view_so
 	switch (s) {
 	case SOURCE_STATUS:
 		return view_add_status(h, &seen[h - v->hosts], parts, kv);
-	case SOURCE_RUNNING:
-		if (!h->running_version && !(h->running_version = strdup(parts[0])))
-			return -ENOMEM;
+	case SOURCE_RUNNING: {
+		char *version;
+		int r = fleet_running_decode(kv->value, kv->value_len, &version);
+		if (r == -ENOMEM)
+			return r;
+		if (r < 0)
+			return 0;	/* not a version: the host runs none */
+		free(h->running_version);
+		h->running_version = version;
 		return 0;
+	}
 	case SOURCE_GROUPS:
 		if (!h->group && !(h->group = strdup(parts[0])))
 			return -ENOMEM;
@@ -1859,23 +1911,16 @@ int fleet_batch_status(struct fleet_batch *b, const char *host, enum status_type
 }
 
 int fleet_batch_running_version(struct fleet_batch *b, const char *host, const char *version,
-				const char *previous, int64_t lease)
+				int64_t lease)
 {
-	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
 	_cleanup_(freep) char *value = NULL;
-	const char *P = fleet_prefix(b->f);
 	int r;
 
-	if (!name_ok(host) || !name_ok(version) || !optional_name_ok(previous))
+	if (!name_ok(host) || !name_ok(version))
 		return -EINVAL;
-	if (!obj)
-		return -ENOMEM;
-	if ((r = json_add_time(obj, "time", fleet_now())) < 0 || (r = json_print(obj, &value)) < 0 ||
-	    (r = batch_put(b, key_running_version(P, version, host), value, lease)) < 0)
+	if ((r = running_value(version, &value)) < 0)
 		return r;
-	if (previous && strcmp(previous, version) != 0)
-		return batch_delete(b, key_running_version(P, previous, host));
-	return 0;
+	return batch_put(b, key_running_version(fleet_prefix(b->f), host), value, lease);
 }
 
 int fleet_batch_alive(struct fleet_batch *b, const char *host, const char *version, long pid,

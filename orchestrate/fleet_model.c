@@ -16,6 +16,7 @@
 #include "cleanup.h"
 #include "fleet_model.h"
 #include "schema.h"
+#include "strv.h"
 
 /* --- small helpers --------------------------------------------------------------- */
 
@@ -471,13 +472,29 @@ static bool kvs_has(const struct etcd_kv_list *l, size_t dir_len, const char *na
 	return false;
 }
 
+/* Whether the sorted vector v of n names holds name. */
+static bool strv_has_sorted(char *const *v, size_t n, const char *name)
+{
+	size_t lo = 0, hi = n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(v[mid], name);
+		if (c == 0)
+			return true;
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return false;
+}
+
 /* How many hosts of alive (a range below a dir of alive_len bytes) are members
  * of group, other than skip (may be NULL); with running (not NULL), only those
  * not in it.  Reads groups/GROUP/ at revision. */
 static int group_count(struct fleet *f, const char *group, int64_t revision,
 		       const struct etcd_kv_list *alive, size_t alive_len,
-		       const struct etcd_kv_list *running, size_t running_len, const char *skip,
-		       size_t *ret)
+		       char *const *running, size_t n_running, const char *skip, size_t *ret)
 {
 	_cleanup_(freep) char *gdir = key_group_members_dir(f->prefix, group);
 	_cleanup_(etcd_kv_list_releasep) struct etcd_kv_list members = ETCD_KV_LIST_INIT;
@@ -494,7 +511,7 @@ static int group_count(struct fleet *f, const char *group, int64_t revision,
 		if (!schema_name_valid(host) || (skip && strcmp(host, skip) == 0))
 			continue;
 		if (kvs_has(alive, alive_len, host) &&
-		    (!running || !kvs_has(running, running_len, host)))
+		    (!running || !strv_has_sorted(running, n_running, host)))
 			count++;
 	}
 	*ret = count;
@@ -506,25 +523,33 @@ int fleet_stage_ready(struct fleet *f, const struct rollout_policy *p, const cha
 		      size_t *ret_behind, int64_t *ret_revision)
 {
 	size_t stage = rollout_policy_stage(p, group);
-	_cleanup_(freep) char *adir = NULL, *rdir = NULL;
+	_cleanup_(freep) char *adir = NULL;
 	_cleanup_(etcd_kv_list_releasep) struct etcd_kv_list alive = ETCD_KV_LIST_INIT;
-	_cleanup_(etcd_kv_list_releasep) struct etcd_kv_list running = ETCD_KV_LIST_INIT;
+	_cleanup_(fleet_running_releasep) struct fleet_running rv = { 0 };
+	_cleanup_(strv_freep) char **at = NULL;
+	size_t n_at = 0;
 	int r;
 
 	if (stage == 0)
 		return 1;
 	adir = key_alive_dir(f->prefix);
-	rdir = key_running_version_version_dir(f->prefix, desired);
-	if (!adir || !rdir)
+	if (!adir)
 		return -ENOMEM;
 	if ((r = etcd_get_prefix(f->etcd, adir, ETCD_KEYS_ONLY, 0, &alive)) < 0 ||
-	    (r = etcd_get_prefix(f->etcd, rdir, ETCD_KEYS_ONLY, alive.revision, &running)) < 0)
+	    (r = fleet_running_read(f, alive.revision, &rv)) < 0)
 		return r;
 	*ret_revision = alive.revision;
+	/* the hosts at desired, still sorted (rv is in key order) */
+	for (size_t i = 0; i < rv.n; i++)
+		if (strcmp(rv.versions[i], desired) == 0 &&
+		    (r = strv_push(&at, &n_at, rv.hosts[i])) < 0)
+			return r;
+	if (!at && !(at = calloc(1, sizeof(char *))))
+		return -ENOMEM;
 	for (size_t g = 0; g < stage; g++) {
 		size_t behind = 0;
-		r = group_count(f, p->groups[g], alive.revision, &alive, strlen(adir), &running,
-				strlen(rdir), host, &behind);
+		r = group_count(f, p->groups[g], alive.revision, &alive, strlen(adir), at, n_at,
+				host, &behind);
 		if (r < 0)
 			return r;
 		if (behind > 0) {

@@ -191,11 +191,18 @@ static char *keyset_suffix(const char *key, size_t key_len, const char *dir, int
 /* Whether the keyset answers yes: 1 yes, 0 not yet, or a negative code. */
 typedef int (*keyset_done_fn)(const struct keyset *s, void *userdata);
 
+enum keyset_values {
+	VALUES_NONE,			/* keys only */
+	VALUES_RAW,			/* each key's value as stored */
+	VALUES_VERSION,			/* running_version/HOST: the version it says;
+					 * a key whose value is none is left out */
+};
+
 struct keyset_wait {
 	struct keyset *set;
 	const char *dir;
 	int components;
-	bool values;
+	enum keyset_values values;
 	keyset_done_fn done;
 	void *userdata;
 };
@@ -211,7 +218,18 @@ static int keyset_apply(struct keyset_wait *w, const struct etcd_kv *kv, bool de
 		keyset_remove(w->set, k);
 		return 0;
 	}
-	return keyset_put(w->set, k, w->values ? kv->value : NULL, kv->value_len);
+	if (w->values == VALUES_VERSION) {
+		_cleanup_(freep) char *version = NULL;
+		int r = fleet_running_decode(kv->value, kv->value_len, &version);
+		if (r == -ENOMEM)
+			return r;
+		if (r < 0) {
+			keyset_remove(w->set, k);
+			return 0;
+		}
+		return keyset_put(w->set, k, version, strlen(version));
+	}
+	return keyset_put(w->set, k, w->values == VALUES_RAW ? kv->value : NULL, kv->value_len);
 }
 
 static int keyset_on_events(const struct etcd_event *events, size_t n, int64_t revision,
@@ -238,7 +256,7 @@ static uint64_t watch_deadline(uint64_t deadline_ms)
  * Reads dir into s and waits until done() says yes (1), the deadline passes
  * (0), or something fails (negative).  *s holds the last state seen either way.
  */
-static int wait_keyset(struct fleet *f, const char *dir, int components, bool values,
+static int wait_keyset(struct fleet *f, const char *dir, int components, enum keyset_values values,
 		       uint64_t deadline_ms, keyset_done_fn done, void *userdata, struct keyset *s)
 {
 	for (;;) {
@@ -246,7 +264,8 @@ static int wait_keyset(struct fleet *f, const char *dir, int components, bool va
 		struct keyset_wait w = { s, dir, components, values, done, userdata };
 		int r;
 
-		r = etcd_get_prefix(f->etcd, dir, values ? 0 : ETCD_KEYS_ONLY, 0, &kvs);
+		r = etcd_get_prefix(f->etcd, dir, values != VALUES_NONE ? 0 : ETCD_KEYS_ONLY, 0,
+				    &kvs);
 		if (r < 0)
 			return r;
 		keyset_release(s);
@@ -273,6 +292,7 @@ static int wait_keyset(struct fleet *f, const char *dir, int components, bool va
 /* --- verify_hosts ---------------------------------------------------------------------- */
 
 struct hosts_wait {
+	const char *version;
 	const struct keyset *wanted;
 	fleet_progress_fn progress;
 	void *userdata;
@@ -287,13 +307,20 @@ static void report(fleet_progress_fn progress, void *userdata, size_t *last, siz
 	*last = have;
 }
 
+/* Whether s (running_version/, decoded) has host at version. */
+static bool host_at(const struct keyset *s, const char *host, const char *version)
+{
+	long i = keyset_find(s, host);
+	return i >= 0 && s->values[i] && strcmp(s->values[i], version) == 0;
+}
+
 static int all_hosts_present(const struct keyset *s, void *userdata)
 {
 	struct hosts_wait *w = userdata;
 	size_t have = 0;
 
 	for (size_t i = 0; i < w->wanted->n; i++)
-		have += keyset_find(s, w->wanted->keys[i]) >= 0;
+		have += host_at(s, w->wanted->keys[i], w->version);
 	report(w->progress, w->userdata, &w->last, have, w->wanted->n);
 	return have == w->wanted->n;
 }
@@ -307,7 +334,7 @@ int fleet_wait_hosts_at_version(struct fleet *f, const char *version, char *cons
 	_cleanup_(freep) char *dir = NULL;
 	_cleanup_(strv_freep) char **missing = NULL;
 	size_t n_missing = 0;
-	struct hosts_wait w = { &wanted, progress, userdata, (size_t)-1 };
+	struct hosts_wait w = { version, &wanted, progress, userdata, (size_t)-1 };
 	int r, answer;
 
 	*ret_missing = NULL;
@@ -319,13 +346,13 @@ int fleet_wait_hosts_at_version(struct fleet *f, const char *version, char *cons
 		if ((r = keyset_put(&wanted, hosts[i], NULL, 0)) < 0)
 			return r;
 	}
-	if (!(dir = key_running_version_version_dir(f->prefix, version)))
+	if (!(dir = key_running_version_dir(f->prefix)))
 		return -ENOMEM;
-	answer = wait_keyset(f, dir, 1, false, deadline_ms, all_hosts_present, &w, &set);
+	answer = wait_keyset(f, dir, 1, VALUES_VERSION, deadline_ms, all_hosts_present, &w, &set);
 	if (answer < 0)
 		return answer;
 	for (size_t i = 0; i < wanted.n; i++)
-		if (keyset_find(&set, wanted.keys[i]) < 0 &&
+		if (!host_at(&set, wanted.keys[i], version) &&
 		    (r = strv_push(&missing, &n_missing, wanted.keys[i])) < 0)
 			return r;
 	if (!missing && !(missing = calloc(1, sizeof(char *))))
@@ -343,14 +370,14 @@ struct single_wait {
 	size_t last;
 };
 
-/* The keyset holds "VERSION/HOST" suffixes below running_version/. */
+/* The keyset holds the hosts below running_version/ with their versions. */
 static int only_version_runs(const struct keyset *s, void *userdata)
 {
 	struct single_wait *w = userdata;
-	size_t len = strlen(w->version), at = 0;
+	size_t at = 0;
 
 	for (size_t i = 0; i < s->n; i++)
-		at += strncmp(s->keys[i], w->version, len) == 0 && s->keys[i][len] == '/';
+		at += strcmp(s->values[i], w->version) == 0;
 	report(w->progress, w->userdata, &w->last, at, s->n);
 	return s->n > 0 && at == s->n;
 }
@@ -367,7 +394,7 @@ static int strcmp_ptr(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* Hosts per version of a keyset of "VERSION/HOST", sorted by version. */
+/* Hosts per version of a keyset of hosts and their versions, sorted by version. */
 static int count_versions(const struct keyset *s, struct fleet_version_count **ret,
 			  size_t *ret_n)
 {
@@ -377,7 +404,7 @@ static int count_versions(const struct keyset *s, struct fleet_version_count **r
 	int r;
 
 	for (size_t i = 0; i < s->n; i++)
-		if ((r = strv_pushn(&versions, &n, s->keys[i], strcspn(s->keys[i], "/"))) < 0)
+		if ((r = strv_push(&versions, &n, s->values[i])) < 0)
 			return r;
 	if (n > 1)
 		qsort(versions, n, sizeof(char *), strcmp_ptr);
@@ -416,7 +443,7 @@ int fleet_wait_single_version(struct fleet *f, const char *version, uint64_t dea
 		return -EINVAL;
 	if (!(dir = key_running_version_dir(f->prefix)))
 		return -ENOMEM;
-	answer = wait_keyset(f, dir, 2, false, deadline_ms, only_version_runs, &w, &set);
+	answer = wait_keyset(f, dir, 1, VALUES_VERSION, deadline_ms, only_version_runs, &w, &set);
 	if (answer < 0)
 		return answer;
 	if ((r = count_versions(&set, ret_counts, ret_n)) < 0)
@@ -471,7 +498,7 @@ int fleet_wait_service(struct fleet *f, const char *service, size_t count, bool 
 		return -EINVAL;
 	if (!(dir = key_service_dir(f->prefix, service)))
 		return -ENOMEM;
-	answer = wait_keyset(f, dir, 1, true, deadline_ms, enough_hosts, &w, &set);
+	answer = wait_keyset(f, dir, 1, VALUES_RAW, deadline_ms, enough_hosts, &w, &set);
 	*ret_seen = w.seen;
 	return answer;
 }

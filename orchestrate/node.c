@@ -105,6 +105,25 @@ bool str_eq(const char *a, const char *b)
 	return strcmp(a, b) == 0;
 }
 
+const char *node_etcd_error(struct node *n)
+{
+	static char line[512];
+	const char *key = etcd_denied_key(n->etcd);
+	const char *user = etcd_client_user(n->etcd);
+
+	if (!key)
+		return etcd_last_error(n->etcd);
+	if (user)
+		snprintf(line, sizeof(line), "etcd: permission denied writing %s as user '%s'",
+			 key_class(n->fleet.prefix, key), user);
+	else
+		snprintf(line, sizeof(line),
+			 "etcd: permission denied writing %s as the client certificate's user",
+			 key_class(n->fleet.prefix, key));
+	(void)sd_notifyf(false, "STATUS=%s (still running, will retry)", line);
+	return line;
+}
+
 const char *or_none(const char *s)
 {
 	return s ? s : "none";
@@ -317,9 +336,9 @@ static bool node_evaluate_run(struct node *n)
 	r = node_take_slot(n, &wait);
 	waiting_group = wait.group;
 	if (r < 0) {
-		log_warnx("cannot take a rollout slot: %s", etcd_last_error(n->etcd));
+		log_warnx("cannot take a rollout slot: %s", node_etcd_error(n));
 		node_set_state(n, NODE_WAIT_SLOT, "cannot take a rollout slot: %s",
-			       etcd_last_error(n->etcd));
+			       node_etcd_error(n));
 		node_schedule_resync(n, USEC_PER_SEC);
 		return false;
 	}
@@ -424,7 +443,7 @@ void node_finish_stop(struct node *n)
 	if (n->registered && !n->once) {
 		/* alive/ and the services disappear now rather than at expiry. */
 		if (etcd_lease_revoke(n->etcd, n->lease) < 0)
-			log_warnx("cannot revoke lease: %s", etcd_last_error(n->etcd));
+			log_warnx("cannot revoke lease: %s", node_etcd_error(n));
 	}
 	n->state = NODE_STOPPING;
 	log_info("stopped");
@@ -570,7 +589,7 @@ int node_reload(struct node *n)
 	if (n->registered && regroup &&
 	    fleet_register(&n->fleet, n->host, n->opt.config->group, n->local, (long)getpid(),
 			   n->lease) < 0)
-		log_warnx("cannot register the new group: %s", etcd_last_error(n->etcd));
+		log_warnx("cannot register the new group: %s", node_etcd_error(n));
 	if (n->published)
 		(void)node_publish_services(n, n->services_healthy, false);
 	/* A new set of watched ranges: read it whole on a new stream. */

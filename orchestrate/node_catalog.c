@@ -304,7 +304,7 @@ int node_publish_services(struct node *n, bool healthy, bool force)
 	    (r = node_batch_services(n, b, healthy, force)) < 0 ||
 	    (r = fleet_batch_commit(b, NULL)) < 0) {
 		log_warnx("cannot publish this node's services: %s",
-			  r == -EINVAL ? strerror(-r) : etcd_last_error(n->etcd));
+			  r == -EINVAL ? strerror(-r) : node_etcd_error(n));
 		node_services_forget_pending(n);
 		return r;
 	}

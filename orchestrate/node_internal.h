@@ -103,7 +103,7 @@ struct node {
 	bool rerun;			/* an interrupted run must be repeated */
 	bool splay_done;
 	unsigned failures;
-	char *running_published;	/* running_version/V/HOST we put (or owe) */
+	char *running_published;	/* version of running_version/HOST we put (or owe) */
 	bool success_owed;		/* the end-of-run txn failed: retried when idle */
 
 	/* metrics (paths.metrics_file) */
@@ -133,6 +133,11 @@ uint64_t sec_to_usec(double s);
 void set_str(char **p, const char *s);
 bool str_eq(const char *a, const char *b);
 const char *or_none(const char *s);
+/* What the last etcd request failed on, for a log line: etcd's words, or when
+ * etcd refused a write, "etcd: permission denied writing CLASS as user 'U'"
+ * (which also goes to STATUS=, so that a host whose identity lacks a grant
+ * shows it while it keeps running and retrying).  Static storage. */
+const char *node_etcd_error(struct node *n);
 
 /* node_lease.c */
 int node_register(struct node *n);

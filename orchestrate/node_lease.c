@@ -45,7 +45,7 @@ int node_put_leased_keys(struct node *n)
 	if (n->published && (r = node_batch_services(n, b, n->services_healthy, true)) < 0)
 		log_warnx("cannot publish this node's services: %s", strerror(-r));
 	if (n->running_published &&
-	    (r = fleet_batch_running_version(b, n->host, n->running_published, NULL, n->lease)) < 0)
+	    (r = fleet_batch_running_version(b, n->host, n->running_published, n->lease)) < 0)
 		return r;
 	if (n->holding &&
 	    (r = fleet_batch_holder(b, n->host, n->run_version ? n->run_version : n->model.desired,
@@ -96,7 +96,7 @@ static int node_on_keepalive(sd_event_source *s, uint64_t usec, void *userdata)
 	next = node_keepalive_interval(n);
 	if (r < 0) {
 		/* Try again sooner: two more misses still fit in the TTL. */
-		log_warnx("lease keepalive failed: %s", etcd_last_error(n->etcd));
+		log_warnx("lease keepalive failed: %s", node_etcd_error(n));
 		next = next / 3 < USEC_PER_SEC ? next / 3 : USEC_PER_SEC;
 		if (next < USEC_PER_SEC / 4)
 			next = USEC_PER_SEC / 4;
@@ -107,7 +107,7 @@ static int node_on_keepalive(sd_event_source *s, uint64_t usec, void *userdata)
 			  (unsigned long long)n->lease);
 		r = etcd_lease_grant(n->etcd, want, &lease);
 		if (r < 0) {
-			log_warnx("cannot grant a lease: %s", etcd_last_error(n->etcd));
+			log_warnx("cannot grant a lease: %s", node_etcd_error(n));
 			next = USEC_PER_SEC;
 		} else {
 			n->lease = lease;
@@ -121,7 +121,7 @@ static int node_on_keepalive(sd_event_source *s, uint64_t usec, void *userdata)
 		/* Until every leased key is back under the new lease, try again
 		 * at each tick. */
 		if (node_put_leased_keys(n) < 0) {
-			log_warnx("cannot register again: %s", etcd_last_error(n->etcd));
+			log_warnx("cannot register again: %s", node_etcd_error(n));
 			next = USEC_PER_SEC;
 		} else {
 			n->keys_lost = false;

@@ -87,7 +87,7 @@ char *node_missing_dependencies(struct node *n, char **ret_short)
 	r = node_dependency_catalog(n, &tmp, &cat);
 	if (r < 0) {
 		_cleanup_(buf_releasep) struct buf why = BUF_INIT;
-		(void)buf_printf(&why, "cannot check dependencies: %s", etcd_last_error(n->etcd));
+		(void)buf_printf(&why, "cannot check dependencies: %s", node_etcd_error(n));
 		*ret_short = strdup("dependencies (etcd unreachable)");
 		return buf_detach(&why);
 	}
@@ -117,7 +117,7 @@ static void node_drop_holder(struct node *n)
 		return;
 	_cleanup_(freep) char *key = key_rollout_holder(n->fleet.prefix, n->host);
 	if (!key || etcd_delete(n->etcd, key) < 0)
-		log_warnx("cannot release rollout slot: %s, its lease will", etcd_last_error(n->etcd));
+		log_warnx("cannot release rollout slot: %s, its lease will", node_etcd_error(n));
 	else
 		log_debug("rollout slot released");
 	n->holding = false;

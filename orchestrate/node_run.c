@@ -6,8 +6,8 @@
  *   upgrade     (optional) then config hook; then the validate hook
  *   end         one txn with everything the outcome changes:
  *                 success        puppet/success, validation/success,
- *                                running_version/V/HOST (and the host's old
- *                                entry deleted), alive with the new version,
+ *                                running_version/HOST {"version":V} (one key,
+ *                                so the old version goes), alive at V,
  *                                its services healthy at V, its slot freed
  *                 validation     puppet/success, validation/failed, its
  *                 failed         services unhealthy
@@ -78,7 +78,7 @@ void node_status(struct node *n, enum status_type type, enum status_state state,
 	int r = fleet_set_status(&n->fleet, n->host, type, state, version, exit_code, detail);
 	if (r < 0)
 		log_warnx("cannot set status %s/%s: %s", status_type_name(type),
-			  status_state_name(state), etcd_last_error(n->etcd));
+			  status_state_name(state), node_etcd_error(n));
 }
 
 /* --- hooks -------------------------------------------------------------------------- */
@@ -255,7 +255,7 @@ static void node_record_config_failure(struct node *n, int exit_code, const char
 	    (r = node_batch_services(n, b, false, false)) < 0 ||
 	    (r = fleet_batch_commit(b, NULL)) < 0) {
 		log_warnx("cannot set status puppet/failed: %s",
-			  r == -EINVAL ? strerror(-r) : etcd_last_error(n->etcd));
+			  r == -EINVAL ? strerror(-r) : node_etcd_error(n));
 		node_services_forget_pending(n);
 		return;
 	}
@@ -283,10 +283,7 @@ static int node_record_end(struct node *n, const char *version, bool validated,
 	    (r = node_batch_services(n, b, validated, false)) < 0)
 		goto fail;
 	if (validated) {
-		const char *old = n->running_published;
-		if ((r = fleet_batch_running_version(b, n->host, version,
-						     str_eq(old, version) ? NULL : old,
-						     n->lease)) < 0 ||
+		if ((r = fleet_batch_running_version(b, n->host, version, n->lease)) < 0 ||
 		    (r = fleet_batch_alive(b, n->host, version, (long)getpid(), n->lease)) < 0 ||
 		    (n->holding && (r = fleet_batch_release_holder(b, n->host)) < 0))
 			goto fail;
@@ -313,7 +310,7 @@ void node_retry_owed(struct node *n)
 		return;
 	if (node_record_end(n, n->local, true, 0, NULL) < 0) {
 		log_warnx("cannot record the run at '%s': %s, will retry", n->local,
-			  etcd_last_error(n->etcd));
+			  node_etcd_error(n));
 		node_schedule_resync(n, USEC_PER_SEC);
 		return;
 	}
@@ -371,7 +368,7 @@ static void node_validate_done(struct node *n, const struct hook_result *res)
 		detail = node_detail(res);
 		if (node_record_end(n, n->run_version, false, res->exit_code, detail) < 0)
 			log_warnx("cannot set status validation/failed: %s",
-				  etcd_last_error(n->etcd));
+				  node_etcd_error(n));
 		n->validation_failed = true;
 		node_run_failed(n, "validation");
 		return;
@@ -395,7 +392,7 @@ static void node_validate_done(struct node *n, const struct hook_result *res)
 	n->success_owed = r < 0;
 	if (r < 0) {
 		log_fields(LOG_WARNING, version, NULL, "cannot record the run at '%s': %s, will retry",
-			   version, etcd_last_error(n->etcd));
+			   version, node_etcd_error(n));
 		set_str(&n->running_published, version);
 	}
 	n->validation_failed = false;
@@ -468,7 +465,7 @@ void node_start_run(struct node *n)
 			     NULL);
 	if (r < 0) {
 		/* Without puppet/running the fleet could not see the run: retry. */
-		log_warnx("cannot set puppet/running: %s", etcd_last_error(n->etcd));
+		log_warnx("cannot set puppet/running: %s", node_etcd_error(n));
 		node_run_failed(n, "status update");
 		return;
 	}

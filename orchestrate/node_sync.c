@@ -228,8 +228,8 @@ static int node_resync(struct node *n)
 			set_str(&n->running_published, n->local);
 			if (k < 0) {
 				n->success_owed = true;
-				log_warnx("cannot put running_version/%s: %s, will retry", n->local,
-					  etcd_last_error(n->etcd));
+				log_warnx("cannot put running_version %s: %s, will retry", n->local,
+					  node_etcd_error(n));
 			}
 		}
 		if (!n->once)
@@ -259,9 +259,9 @@ static int node_on_resync(sd_event_source *s, uint64_t usec, void *userdata)
 		delay = RESYNC_MAX_SEC * USEC_PER_SEC;
 	n->resync_failures++;
 	log_warnx("%s failed: %s, retrying in %llu s", n->registered ? "sync" : "registration",
-		  etcd_last_error(n->etcd), (unsigned long long)(delay / USEC_PER_SEC));
+		  node_etcd_error(n), (unsigned long long)(delay / USEC_PER_SEC));
 	if (!n->synced)
-		node_set_state(n, NODE_STARTING, "cannot reach etcd: %s", etcd_last_error(n->etcd));
+		node_set_state(n, NODE_STARTING, "cannot reach etcd: %s", node_etcd_error(n));
 	if (node_timer_arm(n, &n->resync, delay, node_on_resync) < 0)
 		log_warnx("cannot arm the resync timer");
 	return 0;

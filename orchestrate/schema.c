@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -297,18 +298,11 @@ char *key_running_version_dir(const char *prefix)
 	return key_build(prefix, true, W("running_version"), END);
 }
 
-char *key_running_version_version_dir(const char *prefix, const char *version)
+char *key_running_version(const char *prefix, const char *host)
 {
-	if (!version)
+	if (!host)
 		return NULL;
-	return key_build(prefix, true, W("running_version"), N(version), END);
-}
-
-char *key_running_version(const char *prefix, const char *version, const char *host)
-{
-	if (!version || !host)
-		return NULL;
-	return key_build(prefix, false, W("running_version"), N(version), N(host), END);
+	return key_build(prefix, false, W("running_version"), N(host), END);
 }
 
 char *key_status_dir(const char *prefix)
@@ -358,6 +352,11 @@ char *key_alive(const char *prefix, const char *host)
 char *key_rollout_policy(const char *prefix)
 {
 	return key_build(prefix, false, W("rollout"), W("policy"), END);
+}
+
+char *key_rollout_dir(const char *prefix)
+{
+	return key_build(prefix, true, W("rollout"), END);
 }
 
 char *key_rollout_holders_dir(const char *prefix)
@@ -453,4 +452,33 @@ int key_split(const char *key, size_t key_len, const char *dir, char **parts, in
 		return -EINVAL;
 	*ret_copy = TAKE_PTR(copy);
 	return n;
+}
+
+const char *key_class(const char *prefix, const char *key)
+{
+	static const char *const classes[] = {
+		"status/puppet/", "status/validation/", "status/provisioned/",
+		"rollout/holders/", "rollout/policy", "pause/", "running_version/",
+		"available_services/", "alive/", "groups/", "current_version",
+		"previous_version",
+	};
+	_cleanup_(freep) char *root = key_root(prefix);
+	size_t n;
+
+	if (!root || !key)
+		return "a key outside the layout";
+	n = strlen(root);
+	if (strncmp(key, root, n) != 0)
+		return "a key outside the layout";
+	for (size_t i = 0; i < sizeof(classes) / sizeof(classes[0]); i++) {
+		size_t len = strlen(classes[i]);
+		if (strncmp(key + n, classes[i], len) == 0) {
+			/* the class without its trailing "/" */
+			static char word[32];
+			snprintf(word, sizeof(word), "%.*s", (int)(classes[i][len - 1] == '/' ? len - 1 : len),
+				 classes[i]);
+			return word;
+		}
+	}
+	return "a key outside the layout";
 }

@@ -115,7 +115,7 @@ node_exit () {
 # node_at NAME VERSION  — the node's local version file and running_version say VERSION.
 node_at () {
 	test "$(cat "$TRASH/$1/current_version" 2>/dev/null)" = "$2" &&
-		etcdctl_get "/running_version/$2/$1" | grep -q time
+		running_at "$1" "$2"
 }
 
 # status_is NAME TYPE STATE  — status/TYPE/STATE/NAME exists.

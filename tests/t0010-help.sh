@@ -12,7 +12,8 @@ test_have_orchestrate
 commands='trigger_update rollback current_version local_version pending_update ping
 update_own_status update_own_info running_versions hosts_at_version verify_hosts
 check_single_version get_failures local_health publish_service unpublish_service
-get_services cache_services wait_for_service status provision decommission pause resume'
+get_services cache_services wait_for_service status provision decommission node_identity
+pause resume'
 
 for cmd in $commands; do
 	hyphen=$(echo "$cmd" | tr _ -)

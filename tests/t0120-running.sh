@@ -1,7 +1,7 @@
 #!/bin/bash
 #
-# Running versions: update_own_info (under a lease of 2N+10, one version per
-# host), running_versions, hosts_at_version, verify_hosts (arguments, stdin,
+# Running versions: update_own_info (running_version/HOST {"version":V}, under
+# a lease of 2N+10: one key, so one version per host), running_versions, hosts_at_version, verify_hosts (arguments, stdin,
 # --wait on a watch) and check_single_version.
 
 test_description='update_own_info, running_versions, hosts_at_version, verify_hosts'
@@ -16,13 +16,16 @@ host_entries () {
 
 test_expect_success 'update_own_info --version publishes the host under that version' '
 	orch --hostname h1 update_own_info --version v1 --interval 10 &&
-	etcdctl_exists /running_version/v1/h1 &&
-	etcdctl_json_field /running_version/v1/h1 time >t &&
+	running_at h1 v1 &&
+	etcdctl_keys /running_version/ >keys &&
+	echo /running_version/h1 >expect &&
+	test_cmp expect keys &&
+	etcdctl_json_field /running_version/h1 time >t &&
 	grep "^[0-9][0-9]*$" t
 '
 
 test_expect_success 'the entry is under a lease of 2N+10 seconds' '
-	etcdctl_ttl_of /running_version/v1/h1 >ttl &&
+	etcdctl_ttl_of /running_version/h1 >ttl &&
 	read remaining granted <ttl &&
 	test "$granted" = 30 &&
 	test "$remaining" -le 30 && test "$remaining" -gt 20
@@ -30,16 +33,16 @@ test_expect_success 'the entry is under a lease of 2N+10 seconds' '
 
 test_expect_success 'another --interval gives another lease TTL' '
 	orch --hostname h9 update_own_info --version v1 --interval 100 &&
-	etcdctl_ttl_of /running_version/v1/h9 >ttl &&
+	etcdctl_ttl_of /running_version/h9 >ttl &&
 	read remaining granted <ttl &&
 	test "$granted" = 210 &&
-	etcdctl_del /running_version/v1/h9
+	etcdctl_del /running_version/h9
 '
 
 test_expect_success 'update_own_info without --version uses the local version' '
 	orch local_version v1 &&
 	orch --hostname h2 update_own_info --interval 10 &&
-	etcdctl_exists /running_version/v1/h2
+	running_at h2 v1
 '
 
 test_expect_success 'update_own_info without any version writes nothing and exits 0' '
@@ -50,36 +53,37 @@ test_expect_success 'update_own_info without any version writes nothing and exit
 	test_cmp before after
 '
 
-test_expect_success 'moving to another version deletes the old entry (one version per host)' '
+test_expect_success 'moving to another version replaces the entry (one version per host)' '
 	orch --hostname h1 update_own_info --version v2 --interval 10 &&
-	etcdctl_exists /running_version/v2/h1 &&
-	! etcdctl_exists /running_version/v1/h1 &&
+	running_at h1 v2 &&
+	! running_at h1 v1 &&
 	host_entries h1 >entries &&
 	test_line_count = 1 entries
 '
 
-test_expect_success 'an entry written by hand under another version is removed too' '
-	etcdctl_put /running_version/v0/h1 "{\"time\":1}" &&
+test_expect_success 'an entry written by hand under another version is replaced too' '
+	running_put h1 v0 &&
 	orch --hostname h1 update_own_info --version v2 --interval 10 &&
 	host_entries h1 >entries &&
-	echo /running_version/v2/h1 >expect &&
-	test_cmp expect entries
+	echo /running_version/h1 >expect &&
+	test_cmp expect entries &&
+	running_at h1 v2
 '
 
 test_expect_success 'moving a host leaves the other hosts alone' '
-	etcdctl_exists /running_version/v1/h2
+	running_at h2 v1
 '
 
 test_expect_success 'a host name sharing a prefix is not touched by the move' '
-	etcdctl_put /running_version/v1/h1x "{\"time\":1}" &&
+	running_put h1x v1 &&
 	orch --hostname h1 update_own_info --version v2 --interval 10 &&
-	etcdctl_exists /running_version/v1/h1x
+	running_at h1x v1
 '
 
 test_expect_success 'setup: more hosts, some written by etcdctl' '
 	orch --hostname h3 update_own_info --version v1 --interval 10 &&
-	etcdctl_put /running_version/v1/h4 "{\"time\":1}" &&
-	etcdctl_put /running_version/v3/h5 "{\"time\":1}"
+	running_put h4 v1 &&
+	running_put h5 v3
 '
 
 test_expect_success 'running_versions lists every version once' '
@@ -113,15 +117,19 @@ test_expect_success 'hosts_at_version --json is valid JSON' '
 	grep "\"h4\"" out.json
 '
 
-test_expect_success 'hosts_at_version skips keys that are not host names' '
-	etcdctl_put "/running_version/v1/a b" "{}" &&
-	etcdctl_put "/running_version/v1/x/y" "{}" &&
+test_expect_success 'hosts_at_version skips keys that are not host names and values that are not versions' '
+	etcdctl_put "/running_version/a b" "{\"version\":\"v1\"}" &&
+	etcdctl_put "/running_version/x/y" "{\"version\":\"v1\"}" &&
+	etcdctl_put /running_version/bad1 "{\"version\":\"../v1\"}" &&
+	etcdctl_put /running_version/bad2 "v1" &&
+	etcdctl_put /running_version/bad3 "{\"version\":1}" &&
 	orch hosts_at_version v1 >actual &&
 	sort actual >sorted &&
 	printf "h1x\nh2\nh3\nh4\n" >expect &&
 	test_cmp expect sorted &&
-	etcdctl_del "/running_version/v1/a b" &&
-	etcdctl_del "/running_version/v1/x/y"
+	orch running_versions >actual &&
+	! grep -v "^v[0-9]*\$" actual &&
+	for k in "a b" x/y bad1 bad2 bad3; do etcdctl_del "/running_version/$k" || return 1; done
 '
 
 test_expect_success 'verify_hosts: 0 and no output when all are at the version' '
@@ -173,7 +181,7 @@ test_expect_success 'check_single_version: 1 for a version that runs nowhere' '
 '
 
 test_expect_success 'check_single_version: 0 once every host runs the version' '
-	etcdctl_del /running_version/v3/h5 &&
+	etcdctl_del /running_version/h5 &&
 	orch --hostname h1 update_own_info --version v1 --interval 10 &&
 	orch running_versions >actual &&
 	echo v1 >expect &&
@@ -183,7 +191,7 @@ test_expect_success 'check_single_version: 0 once every host runs the version' '
 '
 
 test_expect_success 'verify_hosts --wait is woken by a write (watch, not timeout)' '
-	( sleep 1; etcdctl_put /running_version/v1/h5 "{\"time\":1}" ) &
+	( sleep 1; running_put h5 v1 ) &
 	start=$(now_ms) &&
 	orch verify_hosts v1 h2 h5 --wait 10 &&
 	end=$(now_ms) &&
@@ -211,15 +219,15 @@ test_expect_success 'verify_hosts --wait 1 times out with 1 and prints the missi
 '
 
 test_expect_success 'verify_hosts --wait with hosts from stdin' '
-	( sleep 1; etcdctl_put /running_version/v1/h6 "{\"time\":1}" ) &
+	( sleep 1; running_put h6 v1 ) &
 	printf "h2\nh6\n" | orch verify_hosts v1 --wait 10 &&
 	wait
 '
 
 test_expect_success 'check_single_version --wait is woken when the last other version goes' '
-	etcdctl_put /running_version/v0/h7 "{\"time\":1}" &&
+	running_put h7 v0 &&
 	test_expect_code 1 orch check_single_version v1 &&
-	( sleep 1; etcdctl_del /running_version/v0/h7 ) &
+	( sleep 1; etcdctl_del /running_version/h7 ) &
 	start=$(now_ms) &&
 	orch check_single_version v1 --wait 10 &&
 	end=$(now_ms) &&
@@ -228,17 +236,17 @@ test_expect_success 'check_single_version --wait is woken when the last other ve
 '
 
 test_expect_success 'check_single_version --wait 1 times out with 1' '
-	etcdctl_put /running_version/v0/h7 "{\"time\":1}" &&
+	running_put h7 v0 &&
 	test_expect_code 1 orch check_single_version v1 --wait 1
 '
 
 test_expect_success 'the entry disappears with its lease (host gone)' '
 	orch --hostname h8 update_own_info --version v1 --interval 1 &&
-	etcdctl_ttl_of /running_version/v1/h8 >ttl &&
+	etcdctl_ttl_of /running_version/h8 >ttl &&
 	read remaining granted <ttl &&
 	test "$granted" = 12 &&
-	etcdctl_ lease revoke "$(etcdctl_lease_of /running_version/v1/h8)" &&
-	! etcdctl_exists /running_version/v1/h8
+	etcdctl_ lease revoke "$(etcdctl_lease_of /running_version/h8)" &&
+	! running_at h8 v1
 '
 
 test_done

@@ -257,7 +257,7 @@ test_expect_success 'local_health uses the host name from the config file' '
 # --- status -----------------------------------------------------------------
 
 test_expect_success 'status prints a row for every host' '
-	etcdctl_put /running_version/v1/ok1 "{\"time\":1}" &&
+	running_put ok1 v1 &&
 	orch status >out &&
 	cat out &&
 	for h in ok1 f1 g1 g2 u1 u2 u3 p1; do

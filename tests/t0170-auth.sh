@@ -77,11 +77,11 @@ test_expect_success 'etcd.user and etcd.password_file from the config file' '
 
 test_expect_success 'a lease-using write works with auth (update_own_info)' '
 	ORCHESTRATE_PASSWORD=nodepw orch --user node --hostname h1 update_own_info --version v3 --interval 10 &&
-	etcdctl_exists /running_version/v3/h1
+	running_at h1 v3
 '
 
 test_expect_success 'a watch works with auth (verify_hosts --wait)' '
-	( sleep 1; etcdctl_put /running_version/v3/h2 "{\"time\":1}" ) &
+	( sleep 1; running_put h2 v3 ) &
 	ORCHESTRATE_PASSWORD=nodepw orch --user node verify_hosts v3 h1 h2 --wait 10 &&
 	wait
 '

@@ -72,14 +72,14 @@ test_expect_success 'etcd.cacert, etcd.cert, etcd.key from the config file' '
 '
 
 test_expect_success 'a watch over TLS (verify_hosts --wait)' '
-	( sleep 1; etcdctl_put /running_version/v2/h1 "{\"time\":1}" ) &
+	( sleep 1; running_put h1 v2 ) &
 	orch $TLS verify_hosts v2 h1 --wait 10 &&
 	wait
 '
 
 test_expect_success 'a lease over TLS (update_own_info)' '
 	orch $TLS --hostname h2 update_own_info --version v2 --interval 10 &&
-	etcdctl_ttl_of /running_version/v2/h2 >ttl &&
+	etcdctl_ttl_of /running_version/h2 >ttl &&
 	read remaining granted <ttl &&
 	test "$granted" = 30
 '

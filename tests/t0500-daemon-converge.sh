@@ -54,7 +54,7 @@ test_expect_success 'a second version runs again with the previous version set' 
 	etcdctl_put /current_version v2 &&
 	wait_for "node_at n1 v2 && node_at n2 v2 && node_at n3 v2" 20 &&
 	grep -qx "ORCHESTRATE_PREVIOUS_VERSION=v1" n2/hook.env &&
-	test -z "$(etcdctl_keys /running_version/v1/)"
+	! running_at n1 v1 && ! running_at n2 v1 && ! running_at n3 v1
 '
 
 test_expect_success 'an implausible current_version starts no run' '
@@ -68,7 +68,7 @@ test_expect_success 'an implausible current_version starts no run' '
 test_expect_success 'SIGTERM stops cleanly and revokes the lease' '
 	stop_node n3 && test "$(node_exit n3)" = 0 &&
 	test -z "$(etcdctl_get /alive/n3)" &&
-	test -z "$(etcdctl_get /running_version/v2/n3)" &&
+	test -z "$(etcdctl_get /running_version/n3)" &&
 	status_is n3 puppet success
 '
 

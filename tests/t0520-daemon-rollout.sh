@@ -71,7 +71,7 @@ test_expect_success 'a lost lease is granted again and every leased key rewritte
 	test -n "$lease" &&
 	etcdctl_ lease revoke $(printf "%x" "$lease") &&
 	wait_for "etcdctl_get /alive/r2 | grep -q pid" 10 &&
-	wait_for "etcdctl_get /running_version/v4/r2 | grep -q time" 10 &&
+	wait_for "running_at r2 v4" 10 &&
 	etcdctl_get /available_services/svc-r2/r2 >svc && cat svc && grep -q "\"healthy\":true" svc
 '
 

@@ -74,7 +74,7 @@ test_expect_success '--once runs one cycle and exits 0 at the desired version' '
 	orchestrated --once --config o1/orchestrate.yaml --etcd "$ETCD_URL" \
 		--local-version-file o1/current_version >o1/log 2>&1 &&
 	test "$(cat o1/current_version)" = v2 &&
-	etcdctl_get /running_version/v2/o1 | grep -q time &&
+	running_at o1 v2 &&
 	etcdctl_get /alive/o1 | grep -q pid &&
 	etcdctl_ lease list | grep -q . &&
 	orchestrated --once --config o1/orchestrate.yaml --etcd "$ETCD_URL" \

@@ -93,7 +93,7 @@ test_expect_success 'nothing lost or duplicated: one state per type, one running
 	one_key_per_host /status/validation/ &&
 	one_key_per_host /status/provisioned/ &&
 	one_key_per_host /running_version/ &&
-	test "$(etcdctl_count /running_version/v2/)" = 4 &&
+	for n in $NODES; do running_at $n v2 || exit 1; done &&
 	for n in $NODES; do status_is $n puppet success && status_is $n validation success || exit 1; done &&
 	test -z "$(etcdctl_keys /rollout/holders/)" &&
 	test "$(etcdctl_count /alive/)" = 4

@@ -127,7 +127,7 @@ test_expect_success 'killed -9 between config and validation (during the validat
 	restart w1 v4 &&
 	status_is w1 puppet success && status_is w1 validation success &&
 	consistent w1 &&
-	test -z "$(etcdctl_keys /running_version/v3/)"
+	! running_at w1 v3
 '
 
 # services_settled NODE  — what the last run set off is over: the hiera file
@@ -142,7 +142,7 @@ services_settled () {
 }
 
 # The services hook killed must be the one this test's catalog change starts.
-# The test before ends as soon as running_version/v4/w1 is there, and the
+# The test before ends as soon as running_version/w1 says v4, and the
 # node has then just published its services as healthy: the services run of
 # that change starts timing.quiet (0.2 s) later.  When it started between the
 # echo and the put below (etcdctl is slow under load), it slept 30 s too, the

@@ -69,7 +69,7 @@ test_expect_success 'a blocking watch started before expiry wakes on a write aft
 	( orch $AUTH verify_hosts v1 h1 --wait 20 >vh.out 2>vh.err; echo $? >vh.rc ) &
 	sleep 7 &&
 	test ! -s vh.rc &&
-	etcdctl_put /running_version/v1/h1 "{\"time\":1}" &&
+	running_put h1 v1 &&
 	wait_for "test -s vh.rc" 10 &&
 	test "$(cat vh.rc)" = 0
 '

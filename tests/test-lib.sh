@@ -447,6 +447,20 @@ etcdctl_keys () {
 	etcdctl_ get --prefix --keys-only -- "$1" | sed -e '/^$/d'
 }
 
+# running_at HOST VERSION  — running_version/HOST says VERSION (P: $PREFIX_RV,
+# default none, is put before the key).
+running_at () {
+	test "$(etcdctl_get "${PREFIX_RV:-}/running_version/$1" |
+		python3 -c 'import json,sys
+try: print(json.load(sys.stdin).get("version", ""))
+except Exception: pass')" = "$2"
+}
+
+# running_put HOST VERSION  — writes running_version/HOST as a node would.
+running_put () {
+	etcdctl_put "${PREFIX_RV:-}/running_version/$1" "{\"version\":\"$2\",\"time\":1}"
+}
+
 # etcdctl_count PREFIX  — how many keys under PREFIX.
 etcdctl_count () {
 	etcdctl_ get --prefix --keys-only -w json -- "$1" |
