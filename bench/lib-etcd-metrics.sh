@@ -157,7 +157,7 @@ bench_settle() {
 # bench_trigger VERSION N OUT
 #
 # Starts two timestamped watches (status/puppet/running/ and
-# running_version/VERSION/), waits until etcd has both, reads etcd's request
+# running_version/, each host's {"version":…}), waits until etcd has both, reads etcd's request
 # counters and CPU, runs `orchestrate trigger_update VERSION`, waits until N
 # hosts are at VERSION (at most TRIGGER_TIMEOUT s, default 120) and until no
 # request but keepalives reached etcd for SETTLE s (default 3; at most
@@ -167,7 +167,7 @@ bench_settle() {
 #   BT_T0          the trigger's wall clock, ms
 #   BT_RUN         "COUNT P50 P99 MAX": trigger -> puppet/running at VERSION
 #                  seen by the watch, ms, one sample per host (its first)
-#   BT_AT          the same for running_version/VERSION/HOST; its MAX is the
+#   BT_AT          the same for running_version/HOST at VERSION; its MAX is the
 #                  time until all N were at the version
 #   BT_AT_CLI      `orchestrate hosts_at_version VERSION | wc -l` at the end
 #   BT_METHODS     "Range 2.000 Txn 5.000 ...": requests per node by method,
@@ -187,7 +187,7 @@ bench_trigger() {
 	w0=$(etcd_gauge etcd_debugging_mvcc_watcher_total)
 	bench_watch "$P/status/puppet/running/" $((rev + 1)) "$out.run.raw"
 	wr=$BENCH_WATCH_PID
-	bench_watch "$P/running_version/$v/" $((rev + 1)) "$out.at.raw"
+	bench_watch "$P/running_version/" $((rev + 1)) "$out.at.raw"
 	wa=$BENCH_WATCH_PID
 	for ((i = 0; i < 50; i++)); do
 		[ "$(etcd_gauge etcd_debugging_mvcc_watcher_total)" -ge $((w0 + 2)) ] && break
@@ -201,7 +201,7 @@ bench_trigger() {
 	orchestrate trigger_update "$v" >/dev/null
 	deadline=$((BT_T0 + ${TRIGGER_TIMEOUT:-120} * 1000))
 	while [ "$(now_ms)" -lt "$deadline" ]; do
-		at=$(awk '{ print $2 }' "$out.at.raw" | sort -u | wc -l)
+		at=$(grep -F "\"version\":\"$v\"" "$out.at.raw" | awk '{ print $2 }' | sort -u | wc -l)
 		[ "$at" -ge "$n" ] && break
 		sleep 0.2
 	done
@@ -224,6 +224,7 @@ bench_trigger() {
 		'BEGIN { c = b - a - r * w; if (c < 0) c = 0; printf "%.2f", c / n }')
 	BT_RUN=$(grep -F "\"version\":\"$v\"" "$out.run.raw" | awk -v t0="$BT_T0" \
 		'!seen[$2]++ { print $1 - t0 }' | ms_stats)
-	BT_AT=$(awk -v t0="$BT_T0" '!seen[$2]++ { print $1 - t0 }' "$out.at.raw" | ms_stats)
+	BT_AT=$(grep -F "\"version\":\"$v\"" "$out.at.raw" | awk -v t0="$BT_T0" \
+		'!seen[$2]++ { print $1 - t0 }' | ms_stats)
 	BT_AT_CLI=$(orchestrate hosts_at_version "$v" | wc -l)
 }
