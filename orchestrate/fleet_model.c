@@ -472,21 +472,15 @@ static bool kvs_has(const struct etcd_kv_list *l, size_t dir_len, const char *na
 	return false;
 }
 
+static int name_cmp(const void *key, const void *elem)
+{
+	return strcmp(key, *(char *const *)elem);
+}
+
 /* Whether the sorted vector v of n names holds name. */
 static bool strv_has_sorted(char *const *v, size_t n, const char *name)
 {
-	size_t lo = 0, hi = n;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		int c = strcmp(v[mid], name);
-		if (c == 0)
-			return true;
-		if (c < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return false;
+	return n > 0 && bsearch(name, v, n, sizeof(*v), name_cmp) != NULL;
 }
 
 /* How many hosts of alive (a range below a dir of alive_len bytes) are members

@@ -18,7 +18,7 @@ host () {
 	etcdctl_put "/status/provisioned/success/$1" "{\"time\":$now}" &&
 	etcdctl_put "/status/puppet/$3/$1" "{\"time\":$now,\"version\":\"$2\",\"exit_code\":1,\"detail\":\"${6:-}\"}" &&
 	etcdctl_put "/status/validation/$4/$1" "{\"time\":$now,\"version\":\"$2\",\"exit_code\":0}" &&
-	etcdctl_put "/running_version/$2/$1" "{\"time\":$now}" &&
+	etcdctl_put "/running_version/$1" "{\"version\":\"$2\",\"time\":$now}" &&
 	etcdctl_put "/groups/$5/$1" ""
 }
 
