@@ -11,11 +11,11 @@
 # and a's identity, and nothing is written.  CLASS "-": any refusal
 # (publish_service for b is refused already at reading b's validation state,
 # before it writes).
+# shellcheck disable=SC2086 # AS_A is words on purpose
 identity_refused () {
 	class_=$1
 	shift
 	etcdctl_dump >before.$$ &&
-	# shellcheck disable=SC2086 # AS_A is words on purpose
 	{ test_expect_code 77 orch $AS_A "$@" 2>err || { cat err >&4; return 1; }; } &&
 	test_one_line err &&
 	if test "$class_" = -; then grep -q "permission denied" err
