@@ -508,6 +508,17 @@ static int etcd_call(struct etcd_client *c, const char *path, const cJSON *body,
 		_cleanup_(cJSON_Deletep) cJSON *json = cJSON_ParseWithLength(reply.data ? reply.data : "",
 									    reply.len);
 		if (!cJSON_IsObject(json)) {
+			/* etcd's JSON gateway, with --client-cert-auth and auth
+			 * enabled, refuses every request over a client certificate
+			 * that has a Common Name (embed/serve.go): it cannot pass the
+			 * CN on as the user.  Say so and what works instead. */
+			if (http_code == 400 && reply.data &&
+			    memmem(reply.data, reply.len, "CommonName of client", 20)) {
+				etcd_set_error(c, "etcd '%s': with auth enabled, etcd's JSON gateway refuses "
+					       "a client certificate that has a Common Name; use one "
+					       "without a CN and a password (--user)", endpoint);
+				return -EACCES;
+			}
 			etcd_set_error(c, "etcd '%s': HTTP %ld with a reply that is not JSON",
 				       endpoint, http_code);
 			if (http_code >= 500 || http_code == 0) {

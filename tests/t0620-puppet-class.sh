@@ -59,6 +59,30 @@ test_expect_success 'the class writes a config that orchestrated --check-config 
 	grep -qxF "  validate: \"C:\\\\odd\\\\path: yes\"" etc/orchestrate.yaml
 '
 
+test_expect_success 'use_puppet_certs: the agent'"'"'s CA, certificate and key in etcd.cacert, cert, key' '
+	cat >certs.pp <<-EOF &&
+	class { "orchestrate":
+	  mode              => "none",
+	  config_file       => "$TRASH/etc-certs/orchestrate.yaml",
+	  validate_config   => false,
+	  manage_profile_dir => false,
+	  orchestrated_path => "$REPO_ROOT/bin/orchestrated",
+	  orchestrate_path  => "$REPO_ROOT/bin/orchestrate",
+	  use_puppet_certs  => true,
+	  key               => "$TRASH/explicit.key",
+	}
+	EOF
+	{ puppet_apply --certname web1.example.com certs.pp >out 2>&1 || rc=$?; } &&
+	cat out etc-certs/orchestrate.yaml &&
+	test "${rc:-0}" = 2 &&
+	grep -qx "  cacert: \"$PUPPET_HOME/ssl/certs/ca.pem\"" etc-certs/orchestrate.yaml &&
+	grep -qx "  cert: \"$PUPPET_HOME/ssl/certs/web1.example.com.pem\"" etc-certs/orchestrate.yaml &&
+	grep -qx "  key: \"$TRASH/explicit.key\"" etc-certs/orchestrate.yaml &&
+	sed -i -e "/use_puppet_certs/d" -e "/explicit.key/d" certs.pp &&
+	{ puppet_apply --certname web1.example.com certs.pp >out 2>&1 || rc=$?; } &&
+	! grep -q "cert" etc-certs/orchestrate.yaml
+'
+
 test_expect_success 'each profile is a file named after its service; undeclared ones are purged' '
 	ls profiles.d >names &&
 	printf "glance\nnova-api\n" >expect &&

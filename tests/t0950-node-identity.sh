@@ -12,6 +12,7 @@
 test_description='node_identity: one etcd user and role per host (password)'
 . "$(dirname "$0")/test-lib.sh"
 . "$TEST_DIRECTORY/lib-daemon.sh"
+. "$TEST_DIRECTORY/lib-identity.sh"
 test_have_orchestrate
 test_have_orchestrated
 start_etcd
@@ -70,34 +71,26 @@ test_expect_success 'setup: b has keys of its own (as b)' '
 	running_at b v0
 '
 
-# refused CLASS CMD… — as a, exits 77 with one line naming CLASS, nothing
-# written.  CLASS "-": any refusal (publish_service for b is refused already
-# at reading b's validation state, before it writes).
-refused () {
-	class_=$1
-	shift
-	etcdctl_dump >before.$$ &&
-	{ test_expect_code 77 orch $A "$@" 2>err || { cat err >&4; return 1; }; } &&
-	test_one_line err &&
-	if test "$class_" = -; then grep -q "permission denied" err
-	else grep -q "permission denied writing $class_ as user .a." err; fi &&
-	etcdctl_dump >after.$$ &&
-	test_cmp before.$$ after.$$ || { cat err >&4; return 1; }
+# as a: its password (lib-identity.sh)
+AS_A=$A
+A_IS="as user .a."
+etcdctl_as_a () {
+	ETCDCTL_USER=a:apw etcdctl_ "$@"
 }
 
 test_expect_success 'as a: writing b'"'"'s state is refused (77), nothing written' '
-	refused status/puppet --hostname b update_own_status puppet 1 &&
-	refused status/validation --hostname b update_own_status validation 0 &&
-	refused status/provisioned provision b
+	identity_refused status/puppet --hostname b update_own_status puppet 1 &&
+	identity_refused status/validation --hostname b update_own_status validation 0 &&
+	identity_refused status/provisioned provision b
 '
 
 test_expect_success 'as a: b'"'"'s running version is refused' '
-	refused running_version --hostname b update_own_info --version v9
+	identity_refused running_version --hostname b update_own_info --version v9
 '
 
 test_expect_success 'as a: b'"'"'s service entry is refused' '
-	refused - --hostname b publish_service svc-b --address eth0=10.6.6.6 &&
-	refused available_services --hostname b unpublish_service svc-b
+	identity_refused - --hostname b publish_service svc-b --address eth0=10.6.6.6 &&
+	identity_refused available_services --hostname b unpublish_service svc-b
 '
 
 test_expect_success 'as a: b'"'"'s running version is still v0' '
@@ -105,16 +98,7 @@ test_expect_success 'as a: b'"'"'s running version is still v0' '
 '
 
 test_expect_success 'as a: b'"'"'s alive, slot and group keys are refused by etcd' '
-	etcdctl_dump >before &&
-	for k in /alive/b /rollout/holders/b /groups/g1/b /status/puppet/success/b /running_version/b \
-		 /groups/g2/a /available_services/other/a /current_version /rollout/policy; do
-		! ETCDCTL_USER=a:apw etcdctl_ put "$k" "{}" >/dev/null 2>err || return 1
-		grep -qi "permission denied" err || return 1
-	done &&
-	! ETCDCTL_USER=a:apw etcdctl_ del /alive/b >/dev/null 2>&1 &&
-	! ETCDCTL_USER=a:apw etcdctl_ del --prefix /status/ >/dev/null 2>&1 &&
-	etcdctl_dump >after &&
-	test_cmp before after
+	identity_etcdctl_refused
 '
 
 test_expect_success 'as a: its own writes work' '
@@ -125,7 +109,7 @@ test_expect_success 'as a: its own writes work' '
 	orch $A --hostname a publish_service svc-a --address eth0=10.0.0.1 &&
 	etcdctl_exists /available_services/svc-a/a &&
 	orch $A --hostname a unpublish_service svc-a &&
-	refused available_services --hostname a publish_service other --address eth0=10.0.0.1
+	identity_refused available_services --hostname a publish_service other --address eth0=10.0.0.1
 '
 
 test_expect_success 'as a: reads work (current_version, hosts_at_version)' '

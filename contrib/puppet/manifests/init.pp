@@ -24,6 +24,16 @@
 # @param cacert etcd.cacert.
 # @param cert etcd.cert.
 # @param key etcd.key.
+# @param use_puppet_certs
+#   Fill cacert, cert and key (those left undef) from the agent's own SSL
+#   files: $settings::localcacert, $settings::hostcert and
+#   $settings::hostprivkey, so the daemon connects to an etcd that serves a
+#   certificate of the Puppet CA and asks for client certificates
+#   (--client-cert-auth --trusted-ca-file = the Puppet CA).  Off by default.
+#   The agent's certificate has the certname as CN, and with etcd auth enabled
+#   etcd's JSON gateway refuses every request over a certificate with a CN:
+#   use it with etcd auth off, or see the module README for per-host
+#   identities.
 # @param user etcd.user.
 # @param password_file etcd.password_file.
 # @param etcd_timeout etcd.timeout: seconds per request.
@@ -67,6 +77,7 @@ class orchestrate (
   Optional[String[1]] $cacert = undef,
   Optional[String[1]] $cert = undef,
   Optional[String[1]] $key = undef,
+  Boolean $use_puppet_certs = false,
   Optional[String[1]] $user = undef,
   Optional[String[1]] $password_file = undef,
   Optional[Integer[1]] $etcd_timeout = undef,
@@ -108,13 +119,23 @@ class orchestrate (
     $facts.dig('orchestrate_paths', 'orchestrated').lest || { '/usr/sbin/orchestrated' }
   }
 
+  if $use_puppet_certs {
+    $etcd_cacert = $cacert.lest || { $settings::localcacert }
+    $etcd_cert = $cert.lest || { $settings::hostcert }
+    $etcd_key = $key.lest || { $settings::hostprivkey }
+  } else {
+    $etcd_cacert = $cacert
+    $etcd_cert = $cert
+    $etcd_key = $key
+  }
+
   $content = epp('orchestrate/orchestrate.yaml.epp', {
     'etcd'   => {
       'endpoints'     => $endpoints.empty ? { true => undef, default => $endpoints },
       'prefix'        => $prefix,
-      'cacert'        => $cacert,
-      'cert'          => $cert,
-      'key'           => $key,
+      'cacert'        => $etcd_cacert,
+      'cert'          => $etcd_cert,
+      'key'           => $etcd_key,
       'user'          => $user,
       'password_file' => $password_file,
       'timeout'       => $etcd_timeout,
