@@ -314,10 +314,27 @@ int fleet_identity_apply(struct fleet *f, const char *host, const char *password
 		return r;
 	} else if (password) {
 		_cleanup_(cJSON_Deletep) cJSON *body = named("name", host);
-		if (!body || !cJSON_AddStringToObject(body, "password", password))
+		_cleanup_(cJSON_Deletep) cJSON *login = named("name", host);
+		if (!body || !cJSON_AddStringToObject(body, "password", password) ||
+		    !login || !cJSON_AddStringToObject(login, "password", password))
 			return -ENOMEM;
 		if ((r = call(f, "/v3/auth/user/changepw", TAKE_PTR(body), NULL)) < 0)
 			return r;
+		/* etcd keeps a user made for certificates (no_password) without
+		 * a password through changepw: logging in says whether it took.
+		 * If not, the user is made again, with the password (and its
+		 * role granted again below). */
+		if (call(f, "/v3/auth/authenticate", TAKE_PTR(login), NULL) < 0) {
+			_cleanup_(cJSON_Deletep) cJSON *add = named("name", host);
+			if (!add || !cJSON_AddStringToObject(add, "password", password))
+				return -ENOMEM;
+			if ((r = call(f, "/v3/auth/user/delete", named("name", host), NULL)) < 0 ||
+			    (r = call(f, "/v3/auth/user/add", TAKE_PTR(add), NULL)) < 0)
+				return r;
+			cJSON_Delete(user);
+			user = NULL;
+			changes++;
+		}
 	}
 	const cJSON *roles = user ? cJSON_GetObjectItemCaseSensitive(user, "roles") : NULL;
 	cJSON_ArrayForEach(p, roles)
