@@ -201,7 +201,7 @@ bench_trigger() {
 	orchestrate trigger_update "$v" >/dev/null
 	deadline=$((BT_T0 + ${TRIGGER_TIMEOUT:-120} * 1000))
 	while [ "$(now_ms)" -lt "$deadline" ]; do
-		at=$(grep -F "\"version\":\"$v\"" "$out.at.raw" | awk '{ print $2 }' | sort -u | wc -l)
+		at=$({ grep -F "\"version\":\"$v\"" "$out.at.raw" || true; } | awk '{ print $2 }' | sort -u | wc -l)
 		[ "$at" -ge "$n" ] && break
 		sleep 0.2
 	done
@@ -224,7 +224,7 @@ bench_trigger() {
 		'BEGIN { c = b - a - r * w; if (c < 0) c = 0; printf "%.2f", c / n }')
 	BT_RUN=$(grep -F "\"version\":\"$v\"" "$out.run.raw" | awk -v t0="$BT_T0" \
 		'!seen[$2]++ { print $1 - t0 }' | ms_stats)
-	BT_AT=$(grep -F "\"version\":\"$v\"" "$out.at.raw" | awk -v t0="$BT_T0" \
+	BT_AT=$({ grep -F "\"version\":\"$v\"" "$out.at.raw" || true; } | awk -v t0="$BT_T0" \
 		'!seen[$2]++ { print $1 - t0 }' | ms_stats)
 	BT_AT_CLI=$(orchestrate hosts_at_version "$v" | wc -l)
 }
