@@ -156,7 +156,9 @@ orch() { "$ORCH" --etcd "$URL" "$@"; }
 job_verify_orch() { orch verify_hosts v1 <"$TMP/hosts.txt" >"$TMP/out"; }
 job_verify_etcdctl() {
 	"${ECTL[@]}" get --prefix -w fields /running_version/ |
-		awk -F' : ' '/^"Key"/ { k = $2 } /^"Value"/ && index($2, "\\"version\\":\\"v1\\"") { gsub(/"|\/running_version\//, "", k); print k }' |
+		# etcdctl quotes the value as a Go string: \"version\":\"v1\"
+		PAT='\"version\":\"v1\"' awk -F' : ' '/^"Key"/ { k = $2 }
+			/^"Value"/ && index($2, ENVIRON["PAT"]) { gsub(/"|\/running_version\//, "", k); print k }' |
 		sort >"$TMP/have"
 	sort "$TMP/hosts.txt" | comm -23 - "$TMP/have" >"$TMP/out"
 	[[ ! -s $TMP/out ]]
