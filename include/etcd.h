@@ -32,7 +32,7 @@
  * The daemon uses the same blocking functions for short unary requests (each is
  * bounded by the request timeout) and runs its watch streams asynchronously on
  * its sd-event loop: etcd_client_attach_event() drives the client's stream multi
- * handle from sd-event, after which etcd_watch_start() streams do not block.
+ * handle from sd-event, after which etcd_watch_start_ranges() streams do not block.
  */
 #ifndef ORCHESTRATE_ETCD_H
 #define ORCHESTRATE_ETCD_H
@@ -229,7 +229,7 @@ int etcd_watch(struct etcd_client *c, const char *key, bool prefix, int64_t star
 
 /*
  * Asynchronous watches for the daemon.  After etcd_client_attach_event(), a
- * watch started with etcd_watch_start() runs on the event loop.  It resumes by
+ * watch started with etcd_watch_start_ranges() runs on the event loop.  It resumes by
  * itself on a dropped stream (next endpoint, from the last revision seen + 1) and
  * is reopened when it has been silent for idle_ms (a dead TCP stream must not
  * hang the node).  on_error is called with -ESTALE when the resume revision was
@@ -261,13 +261,7 @@ struct etcd_watch_range {
 int etcd_watch_start_ranges(struct etcd_client *c, const struct etcd_watch_range *ranges,
 			    size_t n_ranges, uint64_t idle_ms, etcd_watch_fn on_events,
 			    etcd_watch_error_fn on_error, void *userdata, struct etcd_watch **ret);
-int etcd_watch_start(struct etcd_client *c, const char *key, bool prefix, int64_t start_revision,
-		     uint64_t idle_ms, etcd_watch_fn on_events, etcd_watch_error_fn on_error,
-		     void *userdata, struct etcd_watch **ret);
 struct etcd_watch *etcd_watch_stop(struct etcd_watch *w);
-/* The last revision delivered to on_events (start_revision - 1 before any);
- * with several ranges, the lowest of theirs: every range is complete up to it. */
-int64_t etcd_watch_revision(const struct etcd_watch *w);
 /* The last revision delivered for range i of etcd_watch_start_ranges(). */
 int64_t etcd_watch_range_revision(const struct etcd_watch *w, size_t i);
 /* How many times streams were reconnected (for metrics and tests). */

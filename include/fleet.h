@@ -128,9 +128,6 @@ enum pause_scope { PAUSE_GLOBAL, PAUSE_GROUP, PAUSE_HOST };
 int fleet_pause(struct fleet *f, enum pause_scope scope, const char *name, const char *reason);
 /* Returns the number of keys removed (0 when it was not paused). */
 int fleet_resume(struct fleet *f, enum pause_scope scope, const char *name);
-/* Whether a pause applies to host (in group, may be NULL); *ret_reason says which
- * and why ("global: kernel freeze"). Returns 1 paused, 0 not. */
-int fleet_paused(struct fleet *f, const char *host, const char *group, char **ret_reason);
 
 /* Every pause set, global first, then groups and hosts by name (pause --list);
  * name is NULL for the global one, reason NULL when none was given.  Free with
@@ -230,7 +227,6 @@ struct fleet_batch;
 int fleet_batch_new(struct fleet *f, struct fleet_batch **ret);
 struct fleet_batch *fleet_batch_free(struct fleet_batch *b);
 static inline void fleet_batch_freep(struct fleet_batch **b) { if (*b) fleet_batch_free(*b); }
-size_t fleet_batch_ops(const struct fleet_batch *b);
 int fleet_batch_status(struct fleet_batch *b, const char *host, enum status_type type,
 		       enum status_state state, const char *version, int exit_code,
 		       const char *detail);

@@ -79,10 +79,12 @@ void fleet_model_release(struct fleet_model *m);
 int fleet_model_read(struct fleet *f, struct fleet_model *m);
 
 /* The ranges to watch from m->revision + 1: current_version, pause/, rollout/
- * and the catalog (whole or per consumed service).  *ret points into m (valid
+ * and the catalog (whole or per consumed service), in that order: the
+ * catalog's are those from FLEET_MODEL_CATALOG_RANGE on.  *ret points into m (valid
  * until m changes or is released); free only the array. */
 int fleet_model_ranges(const struct fleet_model *m, struct etcd_watch_range **ret,
 		       size_t *ret_n);
+#define FLEET_MODEL_CATALOG_RANGE 3
 
 /* Applies watch events (in revision order) and ORs into *ret_changed what they
  * changed.  Only -ENOMEM fails, and then the model must be read again. */

@@ -13,7 +13,7 @@
  *
  *  - blocking (etcd_watch(), the command line): a private multi handle polled
  *    with curl_multi_poll() until the callback is satisfied or the deadline;
- *  - event loop (etcd_watch_start(), the daemon): the client's multi handle,
+ *  - event loop (etcd_watch_start_ranges(), the daemon): the client's multi handle,
  *    whose sockets and timer are sd-event sources (etcd_client_attach_event).
  *
  * In both modes curl's write callback only appends bytes; frames are decoded and
@@ -91,6 +91,16 @@ struct etcd_watch {
 };
 
 static int watch_arm_timer(struct etcd_watch *w);
+
+/* The revision every range is complete up to: the lowest of theirs. */
+static int64_t watch_low_revision(const struct etcd_watch *w)
+{
+	int64_t low = INT64_MAX;
+	for (size_t i = 0; i < w->n_ranges; i++)
+		if (w->ranges[i].last_rev < low)
+			low = w->ranges[i].last_rev;
+	return w->n_ranges ? low : 0;
+}
 
 /* --- frames ------------------------------------------------------------------ */
 
@@ -431,7 +441,7 @@ static bool watch_handle_frame(struct etcd_watch *w, const char *text, size_t le
 	}
 	if (r == -ESTALE) {
 		etcd_set_error(c, "etcd '%s': watch revision %" PRId64 " was compacted (at %" PRId64 ")",
-			       c->endpoints[w->endpoint], etcd_watch_revision(w) + 1, compact);
+			       c->endpoints[w->endpoint], watch_low_revision(w) + 1, compact);
 		watch_finish(w, -ESTALE, compact);
 		return false;
 	}
@@ -863,14 +873,6 @@ int etcd_client_attach_event(struct etcd_client *c, sd_event *event)
 	return 0;
 }
 
-int etcd_watch_start(struct etcd_client *c, const char *key, bool prefix, int64_t start_revision,
-		     uint64_t idle_ms, etcd_watch_fn on_events, etcd_watch_error_fn on_error,
-		     void *userdata, struct etcd_watch **ret)
-{
-	struct etcd_watch_range range = { key, prefix, start_revision };
-	return etcd_watch_start_ranges(c, &range, 1, idle_ms, on_events, on_error, userdata, ret);
-}
-
 int etcd_watch_start_ranges(struct etcd_client *c, const struct etcd_watch_range *ranges,
 			    size_t n_ranges, uint64_t idle_ms, etcd_watch_fn on_events,
 			    etcd_watch_error_fn on_error, void *userdata, struct etcd_watch **ret)
@@ -910,14 +912,6 @@ struct etcd_watch *etcd_watch_stop(struct etcd_watch *w)
 	return NULL;
 }
 
-int64_t etcd_watch_revision(const struct etcd_watch *w)
-{
-	int64_t low = INT64_MAX;
-	for (size_t i = 0; i < w->n_ranges; i++)
-		if (w->ranges[i].last_rev < low)
-			low = w->ranges[i].last_rev;
-	return w->n_ranges ? low : 0;
-}
 
 int64_t etcd_watch_range_revision(const struct etcd_watch *w, size_t i)
 {

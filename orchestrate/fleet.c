@@ -977,15 +977,12 @@ static int pause_reason(const struct etcd_kv *kv, const char *scope, char **ret)
 }
 
 /*
- * One read of pause/ (a handful of keys at most), then the keys that apply, in
- * order global, group, host.  A pause key whose value is not JSON still pauses:
- * when in doubt, a node does not start a run.
- */
-/*
- * Which pause of list (a read of pause/) applies to host, in group (may be
+ * Which pause of list (the keys of pause/) applies to host, in group (may be
  * NULL): the global one first, then the group's, then the host's.  Returns 1
- * and *ret_reason ("global: kernel freeze") when one does, 0 when none.  The
- * daemon (fleet_paused) and the fleet view share it, so both say the same.
+ * and *ret_reason ("global: kernel freeze") when one does, 0 when none.  A
+ * pause key whose value is not JSON still pauses: when in doubt, a node does
+ * not start a run.  The daemon's model and the fleet view share it, so both
+ * say the same.
  */
 int fleet_pause_find(const struct etcd_kv_list *list, const char *P, const char *host,
 		     const char *group, char **ret_reason)
@@ -1020,21 +1017,6 @@ int fleet_pause_find(const struct etcd_kv_list *list, const char *P, const char 
 		}
 	}
 	return 0;
-}
-
-int fleet_paused(struct fleet *f, const char *host, const char *group, char **ret_reason)
-{
-	if (!name_ok(host) || !optional_name_ok(group))
-		return -EINVAL;
-
-	_cleanup_(freep) char *dir = key_pause_dir(fleet_prefix(f));
-	_cleanup_(etcd_kv_list_releasep) struct etcd_kv_list list = ETCD_KV_LIST_INIT;
-	if (!dir)
-		return -ENOMEM;
-	int r = etcd_get_prefix(f->etcd, dir, 0, 0, &list);
-	if (r < 0)
-		return r;
-	return fleet_pause_find(&list, fleet_prefix(f), host, group, ret_reason);
 }
 
 /* --- pauses and names, as the command line lists and checks them ------------------- */
@@ -1864,11 +1846,6 @@ struct fleet_batch *fleet_batch_free(struct fleet_batch *b)
 	return NULL;
 }
 
-size_t fleet_batch_ops(const struct fleet_batch *b)
-{
-	return b->ops;
-}
-
 static int batch_put(struct fleet_batch *b, char *key, const char *value, int64_t lease)
 {
 	_cleanup_(freep) char *k = key;
@@ -1906,7 +1883,6 @@ int fleet_batch_status(struct fleet_batch *b, const char *host, enum status_type
 	    (r = batch_put(b, key_status(P, type, state, host), value, 0)) < 0 ||
 	    (r = txn_delete_other_states(b->t, P, host, type, state)) < 0)
 		return r;
-	b->ops += 3;
 	return 0;
 }
 

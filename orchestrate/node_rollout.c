@@ -47,8 +47,7 @@ static int node_dependency_catalog(struct node *n, struct catalog *tmp, const st
 	*ret = &n->model.catalog;
 	if (!n->stream || (r = fleet_model_ranges(&n->model, &ranges, &count)) < 0)
 		return 0;
-	/* ranges 0-2 are version, pause and rollout; the rest the catalog */
-	for (size_t i = 3; i < count; i++) {
+	for (size_t i = FLEET_MODEL_CATALOG_RANGE; i < count; i++) {
 		int64_t rev = etcd_watch_range_revision(n->stream, i);
 		if (rev < low)
 			low = rev;

@@ -271,7 +271,6 @@ static int node_record_end(struct node *n, const char *version, bool validated,
 			   int validation_code, const char *detail)
 {
 	_cleanup_(fleet_batch_freep) struct fleet_batch *b = NULL;
-	const struct config *cfg = n->opt.config;
 	int r;
 
 	if ((r = fleet_batch_new(&n->fleet, &b)) < 0 ||
@@ -288,7 +287,6 @@ static int node_record_end(struct node *n, const char *version, bool validated,
 		    (n->holding && (r = fleet_batch_release_holder(b, n->host)) < 0))
 			goto fail;
 	}
-	(void)cfg;
 	if ((r = fleet_batch_commit(b, NULL)) < 0)
 		goto fail;
 	node_services_committed(n);
