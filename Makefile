@@ -69,6 +69,7 @@ LIB_OBJS = \
 	orchestrate/fleet.o \
 	orchestrate/fleet_identity.o \
 	orchestrate/fleet_model.o \
+	orchestrate/fleet_rollout.o \
 	orchestrate/hiera.o \
 	orchestrate/render.o \
 	orchestrate/config.o \

@@ -138,6 +138,7 @@ int etcd_get(struct etcd_client *c, const char *key, struct etcd_kv *ret, int64_
 int etcd_get_at(struct etcd_client *c, const char *key, int64_t revision, struct etcd_kv *ret,
 		int64_t *ret_revision);
 void etcd_kv_release(struct etcd_kv *kv);
+static inline void etcd_kv_releasep(struct etcd_kv *kv) { etcd_kv_release(kv); }
 
 /*
  * Reads every key starting with prefix, sorted by key, at one revision: pages
@@ -182,6 +183,8 @@ int etcd_txn_if_mod_revision(struct etcd_txn *t, const char *key, enum etcd_cmp 
 int etcd_txn_put(struct etcd_txn *t, bool on_success, const char *key, const char *value,
 		 int64_t lease);
 int etcd_txn_delete(struct etcd_txn *t, bool on_success, const char *key);
+/* Deletes every key that starts with prefix. */
+int etcd_txn_delete_prefix(struct etcd_txn *t, bool on_success, const char *prefix);
 int etcd_txn_commit(struct etcd_client *c, struct etcd_txn *t, bool *ret_succeeded,
 		    int64_t *ret_revision);
 

@@ -185,7 +185,24 @@ struct rollout_policy {
 	double max_percent;		/* 0: not set; else in (0, 100] */
 	char **groups;			/* NULL-terminated; NULL when none */
 	size_t n_groups;
+
+	/* Safety: a rollout that stops itself (orchestrate(1), ROLLOUT SAFETY). */
+	bool has_max_failures;		/* halt when more than max_failures hosts fail */
+	long max_failures;
+	double max_fail_percent;	/* 0: not set; else halt above it, of the alive hosts */
+	long healthy_deadline;		/* s from a run's start to validated; 0: none */
+	long progress_deadline;		/* s without a slot freed while hosts queue; 0: none */
+	long min_healthy_time;		/* s a validated host keeps its slot, then validates again */
+	bool auto_revert;		/* a halt sets current_version back to previous_version */
+	long canary;			/* 0: none; else N hosts run, then wait for promote */
+	bool auto_promote;		/* canaries done and no failure: promote */
 };
+
+/* Whether p sets a failure budget. */
+static inline bool rollout_policy_has_budget(const struct rollout_policy *p)
+{
+	return p->has_max_failures || p->max_fail_percent > 0;
+}
 
 void rollout_policy_release(struct rollout_policy *p);
 static inline void rollout_policy_releasep(struct rollout_policy *p) { rollout_policy_release(p); }
@@ -231,6 +248,17 @@ int fleet_batch_status(struct fleet_batch *b, const char *host, enum status_type
 		       enum status_state state, const char *version, int exit_code,
 		       const char *detail);
 /* Puts running_version/HOST {"version":V,"time":T}: one put. */
+/* What a status value may say beyond its state (0 / NULL: nothing):
+ * a failure's attempts and the time of the first, or why a pending host
+ * waits ("dependency", "slot", "group", "pause", "canary", "halt", "splay"). */
+struct status_extra {
+	long attempts;
+	int64_t first_failure;
+	const char *wait;
+};
+int fleet_batch_status_extra(struct fleet_batch *b, const char *host, enum status_type type,
+			     enum status_state state, const char *version, int exit_code,
+			     const char *detail, const struct status_extra *extra);
 int fleet_batch_running_version(struct fleet_batch *b, const char *host, const char *version,
 				int64_t lease);
 int fleet_batch_alive(struct fleet_batch *b, const char *host, const char *version, long pid,

@@ -83,6 +83,12 @@ char *key_rollout_policy(const char *prefix);
 char *key_rollout_dir(const char *prefix);				/* P/rollout/ */
 char *key_rollout_holders_dir(const char *prefix);
 char *key_rollout_holder(const char *prefix, const char *host);
+char *key_rollout_failed_dir(const char *prefix);			/* P/rollout/failed/ */
+char *key_rollout_failed(const char *prefix, const char *host);
+char *key_rollout_canary_dir(const char *prefix);			/* P/rollout/canary/ */
+char *key_rollout_canary(const char *prefix, const char *host);
+char *key_rollout_halted(const char *prefix);
+char *key_rollout_promoted(const char *prefix);
 char *key_groups_dir(const char *prefix);
 char *key_group_members_dir(const char *prefix, const char *group);	/* P/groups/GROUP/ */
 char *key_group_host(const char *prefix, const char *group, const char *host);

@@ -1035,6 +1035,21 @@ int etcd_txn_delete(struct etcd_txn *t, bool on_success, const char *key)
 	return o && add_bytes(o, "key", key, strlen(key)) == 0 ? 0 : -ENOMEM;
 }
 
+int etcd_txn_delete_prefix(struct etcd_txn *t, bool on_success, const char *prefix)
+{
+	size_t len = strlen(prefix);
+	_cleanup_(freep) char *end = malloc(len + 1);
+	size_t end_len;
+	cJSON *o;
+
+	if (!end)
+		return -ENOMEM;
+	end_len = etcd_prefix_end(prefix, len, end);
+	o = txn_op(t, on_success, "request_delete_range");
+	return o && add_bytes(o, "key", prefix, len) == 0 &&
+		       add_bytes(o, "range_end", end, end_len) == 0 ? 0 : -ENOMEM;
+}
+
 int etcd_txn_commit(struct etcd_client *c, struct etcd_txn *t, bool *ret_succeeded,
 		    int64_t *ret_revision)
 {

@@ -21,6 +21,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -34,6 +35,7 @@
 #include "clock.h"
 #include "etcd.h"
 #include "fleet.h"
+#include "fleet_rollout.h"
 #include "hiera.h"
 #include "schema.h"
 #include "strv.h"
@@ -52,7 +54,6 @@
  * each; 50,000 keys is one page for most fleets and about 12 MB of reply at most. */
 #define VIEW_PAGE_SIZE 50000
 
-static inline void etcd_kv_releasep(struct etcd_kv *kv) { etcd_kv_release(kv); }
 
 int64_t fleet_now(void)
 {
@@ -181,8 +182,10 @@ static const char *json_get_string(const cJSON *obj, const char *name)
 	return cJSON_IsString(s) ? s->valuestring : NULL;
 }
 
-/* {"time":N,"version":"…","exit_code":N,"detail":"…"} */
-static int status_value(const char *version, int exit_code, const char *detail, char **ret)
+/* {"time":N,"version":"…","exit_code":N,"detail":"…"}, and from extra
+ * "attempts", "first_failure" and "wait" when set. */
+static int status_value_extra(const char *version, int exit_code, const char *detail,
+			      const struct status_extra *extra, char **ret)
 {
 	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
 	_cleanup_(freep) char *tail = NULL;
@@ -202,7 +205,20 @@ static int status_value(const char *version, int exit_code, const char *detail, 
 		return -ENOMEM;
 	if ((r = json_add_string(obj, "detail", tail)) < 0)
 		return r;
+	if (extra) {
+		if ((extra->attempts > 0 &&
+		     !cJSON_AddNumberToObject(obj, "attempts", (double)extra->attempts)) ||
+		    (extra->first_failure > 0 &&
+		     (r = json_add_time(obj, "first_failure", extra->first_failure)) < 0) ||
+		    (extra->wait && (r = json_add_string(obj, "wait", extra->wait)) < 0))
+			return r < 0 ? r : -ENOMEM;
+	}
 	return json_print(obj, ret);
+}
+
+static int status_value(const char *version, int exit_code, const char *detail, char **ret)
+{
+	return status_value_extra(version, exit_code, detail, NULL, ret);
 }
 
 /* --- small helpers ------------------------------------------------------------- */
@@ -1243,6 +1259,19 @@ const char *rollout_policy_problem(const struct rollout_policy *p)
 		return "max_percent must be between 1 and 100";
 	if (p->max_parallel > 0 && p->max_percent > 0)
 		return "max_parallel and max_percent are exclusive";
+	if (p->has_max_failures && p->max_failures < 0)
+		return "max_failures must be 0 or more";
+	if (p->max_fail_percent < 0 || p->max_fail_percent > 100 ||
+	    p->max_fail_percent != p->max_fail_percent)
+		return "max_fail_percent must be between 0 and 100";
+	if (p->healthy_deadline < 0 || p->progress_deadline < 0 || p->min_healthy_time < 0)
+		return "a deadline or min_healthy_time is negative";
+	if (p->canary < 0)
+		return "canary must be 0 or more";
+	if (p->auto_promote && p->canary == 0)
+		return "auto_promote needs canary";
+	if (p->auto_revert && !rollout_policy_has_budget(p) && p->progress_deadline == 0)
+		return "auto_revert needs max_failures, max_fail_percent or progress_deadline";
 	for (size_t i = 0; i < p->n_groups; i++) {
 		if (!schema_name_valid(p->groups[i]))
 			return "a group is not a valid name";
@@ -1258,6 +1287,69 @@ static bool json_whole(const cJSON *item, double min, double max)
 {
 	return cJSON_IsNumber(item) && item->valuedouble >= min && item->valuedouble <= max &&
 	       item->valuedouble == (double)(long)item->valuedouble;
+}
+
+/* The safety fields: whole seconds and counts, booleans; -EPROTO when one
+ * has the wrong type or range. */
+static int policy_decode_safety(const cJSON *obj, struct rollout_policy *p)
+{
+	static const struct {
+		const char *name;
+		size_t offset;
+	} counts[] = {
+		{ "healthy_deadline", offsetof(struct rollout_policy, healthy_deadline) },
+		{ "progress_deadline", offsetof(struct rollout_policy, progress_deadline) },
+		{ "min_healthy_time", offsetof(struct rollout_policy, min_healthy_time) },
+		{ "canary", offsetof(struct rollout_policy, canary) },
+	};
+	const cJSON *mf = cJSON_GetObjectItemCaseSensitive(obj, "max_failures");
+	const cJSON *fp = cJSON_GetObjectItemCaseSensitive(obj, "max_fail_percent");
+	const cJSON *ar = cJSON_GetObjectItemCaseSensitive(obj, "auto_revert");
+	const cJSON *ap = cJSON_GetObjectItemCaseSensitive(obj, "auto_promote");
+
+	for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
+		const cJSON *c = cJSON_GetObjectItemCaseSensitive(obj, counts[i].name);
+		if (!c)
+			continue;
+		if (!json_whole(c, 0, 1e9))
+			return -EPROTO;
+		*(long *)((char *)p + counts[i].offset) = (long)c->valuedouble;
+	}
+	if (mf) {
+		if (!json_whole(mf, 0, 1e9))
+			return -EPROTO;
+		p->has_max_failures = true;
+		p->max_failures = (long)mf->valuedouble;
+	}
+	if (fp) {
+		if (!cJSON_IsNumber(fp) || !(fp->valuedouble >= 0 && fp->valuedouble <= 100))
+			return -EPROTO;
+		p->max_fail_percent = fp->valuedouble;
+	}
+	if ((ar && !cJSON_IsBool(ar)) || (ap && !cJSON_IsBool(ap)))
+		return -EPROTO;
+	p->auto_revert = cJSON_IsTrue(ar);
+	p->auto_promote = cJSON_IsTrue(ap);
+	return 0;
+}
+
+static int policy_encode_safety(cJSON *obj, const struct rollout_policy *p)
+{
+	if ((p->has_max_failures &&
+	     !cJSON_AddNumberToObject(obj, "max_failures", (double)p->max_failures)) ||
+	    (p->max_fail_percent > 0 &&
+	     !cJSON_AddNumberToObject(obj, "max_fail_percent", p->max_fail_percent)) ||
+	    (p->healthy_deadline > 0 &&
+	     !cJSON_AddNumberToObject(obj, "healthy_deadline", (double)p->healthy_deadline)) ||
+	    (p->progress_deadline > 0 &&
+	     !cJSON_AddNumberToObject(obj, "progress_deadline", (double)p->progress_deadline)) ||
+	    (p->min_healthy_time > 0 &&
+	     !cJSON_AddNumberToObject(obj, "min_healthy_time", (double)p->min_healthy_time)) ||
+	    (p->auto_revert && !cJSON_AddTrueToObject(obj, "auto_revert")) ||
+	    (p->canary > 0 && !cJSON_AddNumberToObject(obj, "canary", (double)p->canary)) ||
+	    (p->auto_promote && !cJSON_AddTrueToObject(obj, "auto_promote")))
+		return -ENOMEM;
+	return 0;
 }
 
 /*
@@ -1290,6 +1382,8 @@ int rollout_policy_decode(const char *value, size_t len, struct rollout_policy *
 		if (strv_push(&p.groups, &p.n_groups, g->valuestring) < 0)
 			return -ENOMEM;
 	}
+	if (policy_decode_safety(obj, &p) < 0)
+		return -EPROTO;
 	if (rollout_policy_problem(&p))
 		return -EPROTO;
 	*ret = p;
@@ -1309,6 +1403,8 @@ int rollout_policy_encode(const struct rollout_policy *p, char **ret)
 	    !cJSON_AddNumberToObject(obj, "max_parallel", (double)p->max_parallel))
 		return -ENOMEM;
 	if (p->max_percent > 0 && !cJSON_AddNumberToObject(obj, "max_percent", p->max_percent))
+		return -ENOMEM;
+	if (policy_encode_safety(obj, p) < 0)
 		return -ENOMEM;
 	if (p->n_groups > 0) {
 		cJSON *a = cJSON_AddArrayToObject(obj, "groups");
@@ -1872,6 +1968,13 @@ int fleet_batch_status(struct fleet_batch *b, const char *host, enum status_type
 		       enum status_state state, const char *version, int exit_code,
 		       const char *detail)
 {
+	return fleet_batch_status_extra(b, host, type, state, version, exit_code, detail, NULL);
+}
+
+int fleet_batch_status_extra(struct fleet_batch *b, const char *host, enum status_type type,
+			     enum status_state state, const char *version, int exit_code,
+			     const char *detail, const struct status_extra *extra)
+{
 	_cleanup_(freep) char *value = NULL;
 	const char *P = fleet_prefix(b->f);
 	int r;
@@ -1879,7 +1982,7 @@ int fleet_batch_status(struct fleet_batch *b, const char *host, enum status_type
 	if (!name_ok(host) || !optional_name_ok(version) || !type_valid(type) ||
 	    !status_state_allowed(type, state))
 		return -EINVAL;
-	if ((r = status_value(version, exit_code, detail, &value)) < 0 ||
+	if ((r = status_value_extra(version, exit_code, detail, extra, &value)) < 0 ||
 	    (r = batch_put(b, key_status(P, type, state, host), value, 0)) < 0 ||
 	    (r = txn_delete_other_states(b->t, P, host, type, state)) < 0)
 		return r;
@@ -1950,6 +2053,46 @@ int fleet_batch_release_holder(struct fleet_batch *b, const char *host)
 	if (!name_ok(host))
 		return -EINVAL;
 	return batch_delete(b, key_rollout_holder(fleet_prefix(b->f), host));
+}
+
+int fleet_batch_failure(struct fleet_batch *b, const char *host, const char *version,
+			int64_t trigger, long attempts, const char *stage)
+{
+	_cleanup_(freep) char *value = NULL;
+	struct rollout_record rec = {
+		.version = (char *)version, .trigger = trigger, .time = fleet_now(),
+		.stage = (char *)stage, .attempts = attempts,
+	};
+	int r;
+
+	if (!name_ok(host) || !name_ok(version))
+		return -EINVAL;
+	if ((r = rollout_record_encode(&rec, &value)) < 0)
+		return r;
+	return batch_put(b, key_rollout_failed(fleet_prefix(b->f), host), value, 0);
+}
+
+int fleet_batch_clear_failure(struct fleet_batch *b, const char *host)
+{
+	if (!name_ok(host))
+		return -EINVAL;
+	return batch_delete(b, key_rollout_failed(fleet_prefix(b->f), host));
+}
+
+int fleet_batch_canary(struct fleet_batch *b, const char *host, const char *version,
+		       int64_t trigger)
+{
+	_cleanup_(freep) char *value = NULL;
+	struct rollout_record rec = {
+		.version = (char *)version, .trigger = trigger, .time = fleet_now(),
+	};
+	int r;
+
+	if (!name_ok(host) || !name_ok(version))
+		return -EINVAL;
+	if ((r = rollout_record_encode(&rec, &value)) < 0)
+		return r;
+	return batch_put(b, key_rollout_canary(fleet_prefix(b->f), host), value, 0);
 }
 
 int fleet_batch_commit(struct fleet_batch *b, int64_t *ret_revision)

@@ -371,6 +371,43 @@ char *key_rollout_holder(const char *prefix, const char *host)
 	return key_build(prefix, false, W("rollout"), W("holders"), N(host), END);
 }
 
+/* The rollout's safety records (orchestrate(1), "Key layout"): each names the
+ * trigger (current_version's mod revision) it belongs to, so that a new
+ * trigger leaves the old ones without effect. */
+char *key_rollout_failed_dir(const char *prefix)
+{
+	return key_build(prefix, true, W("rollout"), W("failed"), END);
+}
+
+char *key_rollout_failed(const char *prefix, const char *host)
+{
+	if (!host)
+		return NULL;
+	return key_build(prefix, false, W("rollout"), W("failed"), N(host), END);
+}
+
+char *key_rollout_canary_dir(const char *prefix)
+{
+	return key_build(prefix, true, W("rollout"), W("canary"), END);
+}
+
+char *key_rollout_canary(const char *prefix, const char *host)
+{
+	if (!host)
+		return NULL;
+	return key_build(prefix, false, W("rollout"), W("canary"), N(host), END);
+}
+
+char *key_rollout_halted(const char *prefix)
+{
+	return key_build(prefix, false, W("rollout"), W("halted"), END);
+}
+
+char *key_rollout_promoted(const char *prefix)
+{
+	return key_build(prefix, false, W("rollout"), W("promoted"), END);
+}
+
 char *key_groups_dir(const char *prefix)
 {
 	return key_build(prefix, true, W("groups"), END);
@@ -458,7 +495,8 @@ const char *key_class(const char *prefix, const char *key)
 {
 	static const char *const classes[] = {
 		"status/puppet/", "status/validation/", "status/provisioned/",
-		"rollout/holders/", "rollout/policy", "pause/", "running_version/",
+		"rollout/holders/", "rollout/policy", "rollout/failed/", "rollout/canary/",
+		"rollout/halted", "rollout/promoted", "pause/", "running_version/",
 		"available_services/", "alive/", "groups/", "current_version",
 		"previous_version",
 	};
