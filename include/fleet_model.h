@@ -28,6 +28,7 @@
 
 #include "etcd.h"
 #include "fleet.h"
+#include "fleet_rollout.h"
 #include "hiera.h"
 
 /* What an applied batch of events changed (fleet_model_apply's mask). */
@@ -51,6 +52,7 @@ struct fleet_model {
 	char *host, *group;		/* group may be NULL */
 	char **consumed;		/* NULL-terminated; NULL: the whole catalog */
 	char *k_version, *k_pause_dir, *k_rollout_dir, *k_policy, *k_holders_dir;
+	char *k_failed_dir, *k_canary_dir, *k_halted, *k_promoted;
 	char *k_services_dir;
 	char **k_service_dirs;		/* one per consumed service, NULL-terminated */
 
@@ -58,11 +60,19 @@ struct fleet_model {
 	int64_t revision;
 	bool desired_known;		/* false: implausible current_version */
 	char *desired;			/* NULL: none set */
+	int64_t trigger;		/* current_version's mod revision: the rollout's id */
 	struct etcd_kv_list pauses;	/* every pause/ key, sorted by key */
 	int policy_state;		/* 0 none, 1 set, -EPROTO undecodable */
 	struct rollout_policy policy;	/* max_parallel 1 when undecodable */
 	struct rollout_holder *holders;	/* sorted by create revision */
 	size_t n_holders, cap_holders;
+	uint64_t holder_releases;	/* holder keys deleted since the last read */
+	/* The safety records (fleet_rollout.h), raw; only those of the
+	 * current trigger count. */
+	struct etcd_kv_list failed;	/* rollout/failed/HOST, sorted by key */
+	struct etcd_kv_list canaries;	/* rollout/canary/HOST */
+	struct etcd_kv halted;		/* rollout/halted; key NULL: none */
+	struct etcd_kv promoted;	/* rollout/promoted; key NULL: none */
 	struct catalog catalog;		/* sorted; only the consumed services */
 };
 
@@ -103,6 +113,17 @@ int fleet_model_paused(const struct fleet_model *m, char **ret_reason);
  */
 int fleet_model_holder_rank(const struct fleet_model *m, size_t *ret_rank,
 			    size_t *ret_in_stage);
+
+/* The rollout of the desired version at its trigger: whether it is halted
+ * (*ret_halt, when not NULL, gets the record: release it), promoted, how many
+ * hosts failed it and how many canaries validated it, and whether host has a
+ * failure or canary record of it. */
+bool fleet_model_halted(const struct fleet_model *m, struct rollout_record *ret_halt);
+bool fleet_model_promoted(const struct fleet_model *m);
+size_t fleet_model_failures(const struct fleet_model *m);
+size_t fleet_model_canaries(const struct fleet_model *m);
+bool fleet_model_failed_here(const struct fleet_model *m, bool any_trigger);
+bool fleet_model_canary_here(const struct fleet_model *m);
 
 /* The stage of group in policy: its index in p->groups, or p->n_groups (after
  * every listed group) when it has none or one the policy does not list. */

@@ -33,10 +33,13 @@ enum node_state {
 	NODE_WAIT_DEPENDENCIES,	/* puppet/pending: declared dependencies unmet */
 	NODE_WAIT_GROUP,	/* staged rollout: an earlier group is not done */
 	NODE_WAIT_SLOT,		/* waiting for a rollout slot */
+	NODE_WAIT_CANARY,	/* the canaries ran: waiting for promote */
+	NODE_HALTED,		/* the rollout of the desired version is halted */
 	NODE_SPLAY,		/* random delay before the run */
 	NODE_RUN_UPGRADE,	/* the upgrade hook runs */
 	NODE_RUN_CONFIG,	/* the config hook runs */
 	NODE_RUN_VALIDATE,	/* the validate hook runs */
+	NODE_BAKE,		/* validated, keeping the slot min_healthy_time */
 	NODE_BACKOFF,		/* the last run failed; waiting to retry */
 	NODE_STOPPING,		/* SIGTERM: waiting for hooks to end */
 	_NODE_STATE_MAX,

@@ -124,6 +124,12 @@ int fleet_model_init(struct fleet_model *m, const char *P, const char *host, con
 	m->k_policy = key_rollout_policy(P);
 	m->k_holders_dir = key_rollout_holders_dir(P);
 	m->k_services_dir = key_services_dir(P);
+	m->k_failed_dir = key_rollout_failed_dir(P);
+	m->k_canary_dir = key_rollout_canary_dir(P);
+	m->k_halted = key_rollout_halted(P);
+	m->k_promoted = key_rollout_promoted(P);
+	if (!m->k_failed_dir || !m->k_canary_dir || !m->k_halted || !m->k_promoted)
+		goto oom;
 	if (!m->prefix || !m->host || (group && !m->group) || !m->k_version || !m->k_pause_dir || !m->k_policy ||
 	    !m->k_holders_dir || !m->k_services_dir)
 		goto oom;
@@ -152,6 +158,16 @@ int fleet_model_init(struct fleet_model *m, const char *P, const char *host, con
 oom:
 	fleet_model_release(m);
 	return -ENOMEM;
+}
+
+static void safety_clear(struct fleet_model *m)
+{
+	etcd_kv_list_release(&m->failed);
+	etcd_kv_list_release(&m->canaries);
+	etcd_kv_release(&m->halted);
+	etcd_kv_release(&m->promoted);
+	m->halted = (struct etcd_kv){ 0 };
+	m->promoted = (struct etcd_kv){ 0 };
 }
 
 static void holders_clear(struct fleet_model *m)
@@ -183,6 +199,11 @@ void fleet_model_release(struct fleet_model *m)
 	rollout_policy_release(&m->policy);
 	holders_clear(m);
 	free(m->holders);
+	safety_clear(m);
+	free(m->k_failed_dir);
+	free(m->k_canary_dir);
+	free(m->k_halted);
+	free(m->k_promoted);
 	catalog_release(&m->catalog);
 	*m = (struct fleet_model){ .catalog = CATALOG_INIT };
 }
@@ -201,6 +222,12 @@ static void set_desired(struct fleet_model *m, const struct etcd_kv *kv, bool de
 			want = kv->value;
 		else
 			known = false;
+	}
+	/* The same version set again is a new rollout (a new trigger) all
+	 * the same: the records of the old one no longer count. */
+	if (m->trigger != (deleted ? 0 : kv->mod_revision)) {
+		m->trigger = deleted ? 0 : kv->mod_revision;
+		*changed |= MODEL_ROLLOUT;
 	}
 	if (known == m->desired_known &&
 	    ((!want && !m->desired) || (want && m->desired && strcmp(want, m->desired) == 0)))
@@ -261,8 +288,10 @@ static int set_holder(struct fleet_model *m, const struct etcd_kv *kv, bool dele
 			(m->n_holders - i - 1) * sizeof(*m->holders));
 		m->n_holders--;
 	}
-	if (deleted)
+	if (deleted) {
+		m->holder_releases++;
 		return 0;
+	}
 	if (m->n_holders == m->cap_holders) {
 		size_t cap = m->cap_holders ? m->cap_holders * 2 : 8;
 		struct rollout_holder *p = realloc(m->holders, cap * sizeof(*p));
@@ -282,6 +311,16 @@ static int set_holder(struct fleet_model *m, const struct etcd_kv *kv, bool dele
 	memmove(&m->holders[i + 1], &m->holders[i], (m->n_holders - i) * sizeof(*m->holders));
 	m->holders[i] = h;
 	m->n_holders++;
+	return 0;
+}
+
+static int set_record(struct etcd_kv *slot, const struct etcd_kv *kv, bool deleted)
+{
+	struct etcd_kv copy = { 0 };
+	if (!deleted && kv_copy(kv, &copy) < 0)
+		return -ENOMEM;
+	etcd_kv_release(slot);
+	*slot = copy;
 	return 0;
 }
 
@@ -313,6 +352,18 @@ static int apply_one(struct fleet_model *m, const struct etcd_kv *kv, bool delet
 	} else if (has_prefix(kv, m->k_holders_dir)) {
 		r = set_holder(m, kv, deleted);
 		*changed |= MODEL_ROLLOUT;
+	} else if (has_prefix(kv, m->k_failed_dir)) {
+		r = kv_list_apply(&m->failed, kv, deleted);
+		*changed |= MODEL_ROLLOUT;
+	} else if (has_prefix(kv, m->k_canary_dir)) {
+		r = kv_list_apply(&m->canaries, kv, deleted);
+		*changed |= MODEL_ROLLOUT;
+	} else if (is_key(kv, m->k_halted)) {
+		r = set_record(&m->halted, kv, deleted);
+		*changed |= MODEL_ROLLOUT;
+	} else if (is_key(kv, m->k_promoted)) {
+		r = set_record(&m->promoted, kv, deleted);
+		*changed |= MODEL_ROLLOUT;
 	} else if (catalog_wanted(m, kv)) {
 		r = catalog_apply_kv(&m->catalog, m->k_services_dir, kv, deleted);
 		*changed |= MODEL_CATALOG;
@@ -339,7 +390,8 @@ int fleet_model_apply(struct fleet_model *m, const struct etcd_event *events, si
 
 int fleet_model_read(struct fleet *f, struct fleet_model *m)
 {
-	_cleanup_(freep) char *desired = NULL;
+	_cleanup_(etcd_kv_releasep) struct etcd_kv version_kv = { 0 };
+	bool have_version;
 	_cleanup_(etcd_kv_list_releasep) struct etcd_kv_list pauses = ETCD_KV_LIST_INIT;
 	_cleanup_(etcd_kv_list_releasep) struct etcd_kv_list rollout = ETCD_KV_LIST_INIT;
 	_cleanup_(catalog_releasep) struct catalog cat = CATALOG_INIT;
@@ -347,9 +399,11 @@ int fleet_model_read(struct fleet *f, struct fleet_model *m)
 	unsigned ignored = 0;
 	int r;
 
-	r = fleet_current_version(f, &desired, &revision);
+	/* current_version's own mod revision is the rollout's trigger. */
+	r = etcd_get(f->etcd, m->k_version, &version_kv, &revision);
 	if (r < 0)
 		return r;
+	have_version = r > 0;
 	if ((r = etcd_get_prefix(f->etcd, m->k_pause_dir, 0, revision, &pauses)) < 0 ||
 	    (r = etcd_get_prefix(f->etcd, m->k_rollout_dir, 0, revision, &rollout)) < 0)
 		return r;
@@ -369,8 +423,11 @@ int fleet_model_read(struct fleet *f, struct fleet_model *m)
 
 	/* Everything was read: swap it in. */
 	free(m->desired);
-	m->desired = TAKE_PTR(desired);
+	m->desired = NULL;
 	m->desired_known = true;
+	m->trigger = 0;
+	if (have_version)
+		set_desired(m, &version_kv, false, &ignored);
 	etcd_kv_list_release(&m->pauses);
 	m->pauses = pauses;
 	pauses = (struct etcd_kv_list)ETCD_KV_LIST_INIT;
@@ -380,6 +437,7 @@ int fleet_model_read(struct fleet *f, struct fleet_model *m)
 	rollout_policy_release(&m->policy);
 	m->policy_state = 0;
 	holders_clear(m);
+	safety_clear(m);
 	for (size_t i = 0; i < rollout.n; i++)
 		if ((r = apply_one(m, &rollout.kvs[i], false, &ignored)) < 0)
 			return r;
@@ -416,6 +474,76 @@ int fleet_model_ranges(const struct fleet_model *m, struct etcd_watch_range **re
 int fleet_model_paused(const struct fleet_model *m, char **ret_reason)
 {
 	return fleet_pause_find(&m->pauses, m->prefix, m->host, m->group, ret_reason);
+}
+
+/* --- the rollout's safety records ------------------------------------------------------ */
+
+/* Whether kv is a record of the rollout the model is at; *ret (when not NULL)
+ * gets it decoded. */
+static bool record_current(const struct fleet_model *m, const struct etcd_kv *kv,
+			   struct rollout_record *ret)
+{
+	_cleanup_(rollout_record_releasep) struct rollout_record rec = { 0 };
+
+	if (!kv->key || !m->desired_known || !m->desired ||
+	    rollout_record_decode(kv->value, kv->value_len, &rec) < 0 ||
+	    !rollout_record_current(&rec, m->desired, m->trigger))
+		return false;
+	if (ret) {
+		*ret = rec;
+		rec = (struct rollout_record){ 0 };
+	}
+	return true;
+}
+
+bool fleet_model_halted(const struct fleet_model *m, struct rollout_record *ret_halt)
+{
+	return record_current(m, &m->halted, ret_halt);
+}
+
+bool fleet_model_promoted(const struct fleet_model *m)
+{
+	return record_current(m, &m->promoted, NULL);
+}
+
+static size_t count_current(const struct fleet_model *m, const struct etcd_kv_list *l)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < l->n; i++)
+		n += record_current(m, &l->kvs[i], NULL);
+	return n;
+}
+
+size_t fleet_model_failures(const struct fleet_model *m)
+{
+	return count_current(m, &m->failed);
+}
+
+size_t fleet_model_canaries(const struct fleet_model *m)
+{
+	return count_current(m, &m->canaries);
+}
+
+static const struct etcd_kv *own_record(const struct fleet_model *m, const struct etcd_kv_list *l,
+					const char *dir)
+{
+	size_t n = strlen(dir);
+	for (size_t i = 0; i < l->n; i++)
+		if (l->kvs[i].key_len > n && strcmp(l->kvs[i].key + n, m->host) == 0)
+			return &l->kvs[i];
+	return NULL;
+}
+
+bool fleet_model_failed_here(const struct fleet_model *m, bool any_trigger)
+{
+	const struct etcd_kv *kv = own_record(m, &m->failed, m->k_failed_dir);
+	return kv && (any_trigger || record_current(m, kv, NULL));
+}
+
+bool fleet_model_canary_here(const struct fleet_model *m)
+{
+	const struct etcd_kv *kv = own_record(m, &m->canaries, m->k_canary_dir);
+	return kv && record_current(m, kv, NULL);
 }
 
 size_t rollout_policy_stage(const struct rollout_policy *p, const char *group)

@@ -138,7 +138,7 @@ static int halt_txn(struct fleet *f, const char *version, int64_t trigger, int64
 		return r;
 	if (prev) {
 		if ((r = etcd_txn_if_mod_revision(t, k_prev, ETCD_CMP_EQUAL, prev->mod_revision)) < 0 ||
-		    (r = etcd_txn_put(t, true, k_cur, prev->value, prev->value_len)) < 0 ||
+		    (r = etcd_txn_put(t, true, k_cur, prev->value, 0)) < 0 ||
 		    (r = etcd_txn_put(t, true, k_prev, version, 0)) < 0)
 			return r;
 	}

@@ -53,10 +53,13 @@ static const char *const node_state_names[_NODE_STATE_MAX] = {
 	[NODE_WAIT_DEPENDENCIES] = "wait-dependencies",
 	[NODE_WAIT_GROUP] = "wait-group",
 	[NODE_WAIT_SLOT] = "wait-slot",
+	[NODE_WAIT_CANARY] = "wait-canary",
+	[NODE_HALTED] = "halted",
 	[NODE_SPLAY] = "splay",
 	[NODE_RUN_UPGRADE] = "run-upgrade",
 	[NODE_RUN_CONFIG] = "run-config",
 	[NODE_RUN_VALIDATE] = "run-validate",
+	[NODE_BAKE] = "bake",
 	[NODE_BACKOFF] = "backoff",
 	[NODE_STOPPING] = "stopping",
 };
@@ -266,6 +269,7 @@ static bool node_need_run(const struct node *n)
 static void node_idle(struct node *n)
 {
 	node_timer_cancel(&n->run_timer);
+	node_timer_cancel(&n->progress_timer);
 	n->failures = 0;
 	n->splay_done = false;
 	node_release_slot(n);
@@ -295,6 +299,36 @@ static void node_update_pause(struct node *n)
 }
 
 /*
+ * Why the node waits, said twice: the state and its line (STATUS=, the
+ * journal; status_line may change often, e.g. queue counts), and, when the
+ * reason or its detail changed, puppet/pending with "wait" for `status`.  The
+ * detail must not change with every event (no counts that move with the
+ * queue), or each host would write on every other host's step.  A host that
+ * failed at this rollout keeps its failed status instead: a failure stays
+ * visible until a run succeeds.
+ */
+static void node_wait(struct node *n, enum node_state state, const char *wait,
+		      const char *detail, const char *status_line)
+{
+	_cleanup_(freep) char *key = NULL;
+
+	node_set_state(n, state, "%s", status_line ? status_line : detail);
+	if (node_failed_here(n) || asprintf(&key, "%s: %s", wait, detail) < 0 ||
+	    str_eq(key, n->pending_detail))
+		return;
+	_cleanup_(fleet_batch_freep) struct fleet_batch *b = NULL;
+	struct status_extra x = { .wait = wait };
+	if (fleet_batch_new(&n->fleet, &b) < 0 ||
+	    fleet_batch_status_extra(b, n->host, STATUS_PUPPET, STATE_PENDING, n->model.desired, -1,
+				     detail, &x) < 0 ||
+	    fleet_batch_commit(b, NULL) < 0) {
+		log_warnx("cannot set status puppet/pending: %s", node_etcd_error(n));
+		return;
+	}
+	set_str(&n->pending_detail, key);
+}
+
+/*
  * The decision: called whenever something the node depends on may have
  * changed.  A run in progress (or a splay or backoff timer) is left alone;
  * otherwise the node goes to the first state whose condition holds.
@@ -303,10 +337,11 @@ static bool node_evaluate_run(struct node *n)
 {
 	_cleanup_(freep) char *missing = NULL, *missing_short = NULL;
 	_cleanup_(freep) char *waiting_group = NULL;
+	_cleanup_(rollout_record_releasep) struct rollout_record halt = { 0 };
 	struct slot_wait wait = { 0 };
 	int r;
 
-	if (n->stopping || !n->synced || n->run_hook)
+	if (n->stopping || !n->synced || n->run_hook || n->state == NODE_BAKE)
 		return false;
 	node_update_pause(n);
 
@@ -316,20 +351,35 @@ static bool node_evaluate_run(struct node *n)
 			node_once_finish(n, n->model.desired_known ? 0 : 1);
 		return false;
 	}
+	if (fleet_model_halted(&n->model, &halt)) {
+		_cleanup_(freep) char *line = NULL;
+		node_timer_cancel(&n->progress_timer);
+		if (asprintf(&line, "rollout of %s halted: %s", n->model.desired,
+			     or_none(halt.reason)) < 0)
+			return false;
+		node_wait(n, NODE_HALTED, "halt", line, NULL);
+		if (n->once) {
+			log_warnx("--once: %s", line);
+			node_once_finish(n, 1);
+		}
+		return false;
+	}
 	if (n->run_timer)
 		return false;	/* splay or backoff still running */
 	if (n->paused) {
-		node_set_state(n, NODE_PAUSED, "paused: %s", or_none(n->pause_reason));
+		_cleanup_(freep) char *line = NULL;
+		if (asprintf(&line, "paused: %s", or_none(n->pause_reason)) < 0)
+			return false;
+		node_wait(n, NODE_PAUSED, "pause", line, NULL);
 		return false;
 	}
 
 	missing = node_missing_dependencies(n, &missing_short);
 	if (missing) {
-		if (!str_eq(missing, n->pending_detail)) {
-			node_status(n, STATUS_PUPPET, STATE_PENDING, n->model.desired, -1, missing);
-			set_str(&n->pending_detail, missing);
-		}
-		node_set_state(n, NODE_WAIT_DEPENDENCIES, "waiting for %s", or_none(missing_short));
+		_cleanup_(freep) char *line = NULL;
+		if (asprintf(&line, "waiting for %s", or_none(missing_short)) < 0)
+			return false;
+		node_wait(n, NODE_WAIT_DEPENDENCIES, "dependency", missing, line);
 		return false;
 	}
 
@@ -342,21 +392,46 @@ static bool node_evaluate_run(struct node *n)
 		node_schedule_resync(n, USEC_PER_SEC);
 		return false;
 	}
-	if (r == 0 && waiting_group) {
-		node_set_state(n, NODE_WAIT_GROUP, "waiting for group %s (%zu host%s behind)",
-			       waiting_group, wait.behind, wait.behind == 1 ? "" : "s");
-		return false;
-	}
+	node_watch_progress(n, &wait);
 	if (r == 0) {
-		node_set_state(n, NODE_WAIT_SLOT, "waiting for a rollout slot for %s (%zu holders, max %ld)",
-			       n->model.desired, wait.holders, wait.limit);
+		_cleanup_(freep) char *detail = NULL, *line = NULL;
+		enum node_state st;
+		const char *why;
+		int k;
+		if (waiting_group) {
+			st = NODE_WAIT_GROUP, why = "group";
+			k = asprintf(&detail, "waiting for group %s", waiting_group);
+			if (k >= 0)
+				k = asprintf(&line, "%s (%zu host%s behind)", detail, wait.behind,
+					     wait.behind == 1 ? "" : "s");
+		} else if (wait.canary) {
+			st = NODE_WAIT_CANARY, why = "canary";
+			k = asprintf(&detail, "waiting for promote: the canaries of %s run first",
+				     n->model.desired);
+			if (k >= 0)
+				k = asprintf(&line, "waiting for promote of %s (%zu of %ld canaries validated)",
+					     n->model.desired, wait.canaries_done,
+					     n->model.policy.canary);
+		} else {
+			st = NODE_WAIT_SLOT, why = "slot";
+			k = asprintf(&detail, "waiting for a rollout slot for %s", n->model.desired);
+			if (k >= 0)
+				k = asprintf(&line, "%s (%zu holders, max %ld)", detail, wait.holders,
+					     wait.limit);
+		}
+		if (k >= 0)
+			node_wait(n, st, why, detail, line);
 		return false;
 	}
 
 	if (n->opt.config->splay > 0 && !n->splay_done) {
+		_cleanup_(freep) char *line = NULL, *detail = NULL;
 		uint64_t delay = node_random_between(0, sec_to_usec((double)n->opt.config->splay));
-		node_set_state(n, NODE_SPLAY, "splay %.1f s before config for %s",
-			       (double)delay / (double)USEC_PER_SEC, n->model.desired);
+		if (asprintf(&detail, "splay before the run for %s", n->model.desired) < 0 ||
+		    asprintf(&line, "splay %.1f s before config for %s",
+			     (double)delay / (double)USEC_PER_SEC, n->model.desired) < 0)
+			return false;
+		node_wait(n, NODE_SPLAY, "splay", detail, line);
 		if (node_timer_arm(n, &n->run_timer, delay, node_on_run_timer) < 0)
 			n->splay_done = true;
 		else
@@ -372,6 +447,8 @@ static bool node_evaluate_run(struct node *n)
 
 static void node_evaluate(struct node *n)
 {
+	if (n->synced && !n->stopping)
+		node_check_budget(n);
 	if (!node_evaluate_run(n))
 		node_try_services(n);
 }
@@ -437,7 +514,7 @@ void node_finish_stop(struct node *n)
 	node_timer_cancel(&n->stop_timer);
 	if (n->synced && n->run_version &&
 	    (n->state == NODE_RUN_CONFIG || n->state == NODE_RUN_UPGRADE ||
-	     n->state == NODE_RUN_VALIDATE))
+	     n->state == NODE_RUN_VALIDATE || n->state == NODE_BAKE))
 		node_status(n, STATUS_PUPPET, STATE_FAILED, n->run_version, -1, "interrupted");
 	node_stop_watches(n);
 	if (n->registered && !n->once) {
@@ -469,6 +546,8 @@ void node_stop(struct node *n)
 	node_timer_cancel(&n->debounce);
 	node_timer_cancel(&n->keepalive);
 	node_timer_cancel(&n->once_deadline);
+	node_timer_cancel(&n->progress_timer);
+	node_timer_cancel(&n->deadline_timer);
 	if (!n->run_hook && !n->services_hook) {
 		node_finish_stop(n);
 		return;
@@ -671,6 +750,9 @@ struct node *node_free(struct node *n)
 	sd_event_source_disable_unref(n->run_timer);
 	sd_event_source_disable_unref(n->once_deadline);
 	sd_event_source_disable_unref(n->stop_timer);
+	sd_event_source_disable_unref(n->progress_timer);
+	sd_event_source_disable_unref(n->deadline_timer);
+	free(n->fail_version);
 	etcd_client_free(n->etcd);
 	fleet_model_release(&n->model);
 	options_resolved_release(&n->opt);

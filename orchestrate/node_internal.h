@@ -86,9 +86,15 @@ struct node {
 
 	/* dependencies and the rollout slot (node_rollout.c) */
 	struct etcd_watch *stage_watch;	/* only while an earlier group is behind */
-	char *pending_detail;		/* what puppet/pending says now */
+	char *pending_detail;		/* what puppet/pending says now ("wait: detail") */
 	bool holding;			/* rollout/holders/HOST is ours */
 	bool has_slot;
+	bool canary_run;		/* the slot was taken as one of the canaries */
+	bool releasing;			/* the batch being written gives the slot back */
+	sd_event_source *progress_timer;	/* progress_deadline, first in the queue */
+	uint64_t progress_releases;	/* model.holder_releases when it was armed */
+	int64_t budget_trigger;		/* the failure count last checked against... */
+	size_t budget_count;		/* ...the budget, so it is checked once */
 
 	/* the consistent run (node_run.c) */
 	sd_event_source *evaluate;
@@ -102,7 +108,16 @@ struct node {
 	bool validation_failed;
 	bool rerun;			/* an interrupted run must be repeated */
 	bool splay_done;
-	unsigned failures;
+	unsigned failures;		/* consecutive, for the backoff */
+	/* Honest states: the failures at one rollout (version and trigger). */
+	char *fail_version;
+	int64_t fail_trigger;
+	long attempts;			/* failed attempts at fail_version */
+	int64_t first_failure;		/* unix time of the first */
+	int64_t run_trigger;		/* the trigger the run started at */
+	sd_event_source *deadline_timer;	/* healthy_deadline of this run */
+	bool deadline_passed;
+	bool baked;			/* min_healthy_time is over (or not needed) */
 	char *running_published;	/* version of running_version/HOST we put (or owe) */
 	bool success_owed;		/* the end-of-run txn failed: retried when idle */
 
@@ -169,10 +184,26 @@ struct slot_wait {
 	size_t behind;		/* how many of its alive hosts */
 	long limit;		/* else: the slots of the node's stage... */
 	size_t holders;		/* ...and how many hosts of its stage want one */
+	bool ranked;		/* the node's place in the queue is known: */
+	size_t rank;		/* 0-based */
+	bool canary;		/* the canaries took every slot: wait for promote */
+	size_t canaries_done;
 };
 int node_take_slot(struct node *n, struct slot_wait *ret_wait);
 void node_release_slot(struct node *n);
 void node_unwatch_stage(struct node *n);
+
+/* Halts the rollout of the desired version (fleet_halt), with auto_revert
+ * when the policy says so; logs what happened. */
+void node_halt(struct node *n, const char *reason, size_t failed);
+/* The failure budget: halts when the host's own failure crossed it. */
+void node_check_budget(struct node *n);
+int node_budget_exceeded(struct node *n, size_t failed, char **ret_reason);
+/* progress_deadline: armed by the first host queued for a slot. */
+void node_watch_progress(struct node *n, const struct slot_wait *w);
+/* Whether the host failed at the desired version's rollout and has not
+ * succeeded since: its failed status stays until a run succeeds. */
+bool node_failed_here(const struct node *n);
 
 /* node_run.c */
 void node_read_local(struct node *n);

@@ -14,7 +14,9 @@
  * done).  While an earlier group is behind, a second stream watches
  * running_version/ and alive/, the two things that can end the wait.
  */
+#define _GNU_SOURCE
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <syslog.h>
@@ -178,7 +180,8 @@ int node_take_slot(struct node *n, struct slot_wait *ret_wait)
 	const struct rollout_policy *policy = &n->model.policy;
 	const struct config *cfg = n->opt.config;
 	size_t rank, in_stage;
-	long limit = 0;
+	long limit = 0, cap;
+	bool canary;
 	int r;
 
 	if (n->has_slot)
@@ -187,6 +190,9 @@ int node_take_slot(struct node *n, struct slot_wait *ret_wait)
 		node_release_slot(n);
 		return 1;
 	}
+	/* Until promoted, the canaries are the first hosts to hold a slot: the
+	 * ones running now (holders) and those that validated (canary/). */
+	canary = policy->canary > 0 && !fleet_model_promoted(&n->model);
 	if (policy->n_groups) {
 		int64_t revision = 0;
 		r = fleet_stage_ready(&n->fleet, policy, cfg->group, n->host, n->model.desired,
@@ -205,9 +211,17 @@ int node_take_slot(struct node *n, struct slot_wait *ret_wait)
 	else if (policy->max_percent > 0 &&
 		 (r = fleet_percent_limit(&n->fleet, policy, cfg->group, &limit)) < 0)
 		return r;
-	if (limit <= 0) {
+	if (limit <= 0 && !canary) {
 		node_release_slot(n);
 		return 1;	/* groups alone: the whole group at once */
+	}
+	cap = limit;
+	if (canary) {
+		size_t done = fleet_model_canaries(&n->model);
+		long left = policy->canary > (long)done ? policy->canary - (long)done : 0;
+		ret_wait->canaries_done = done;
+		if (cap <= 0 || left < cap)
+			cap = left;
 	}
 
 	if (!n->holding) {
@@ -224,10 +238,170 @@ int node_take_slot(struct node *n, struct slot_wait *ret_wait)
 		return 0;
 	}
 	ret_wait->holders = in_stage;
-	if ((long)rank < limit) {
+	ret_wait->ranked = true;
+	ret_wait->rank = rank;
+	if ((long)rank < cap) {
 		n->has_slot = true;
-		log_info("rollout slot taken (%zu of %ld)", rank + 1, limit);
+		n->canary_run = canary;
+		if (canary)
+			log_info("rollout slot taken as canary %zu of %ld", ret_wait->canaries_done + rank + 1,
+				 policy->canary);
+		else
+			log_info("rollout slot taken (%zu of %ld)", rank + 1, limit);
 		return 1;
 	}
+	/* Past the canaries, promote is what the host waits for first. */
+	ret_wait->canary = canary;
+	if (ret_wait->canary && policy->auto_promote && rank == 0 &&
+	    ret_wait->canaries_done >= (size_t)policy->canary &&
+	    fleet_model_failures(&n->model) == 0) {
+		/* The first in the queue speaks for it; the txn makes it once. */
+		_cleanup_(freep) char *by = NULL;
+		if (asprintf(&by, "auto (%s)", n->host) < 0)
+			return -ENOMEM;
+		r = fleet_promote(&n->fleet, by, n->model.trigger, NULL);
+		if (r < 0)
+			return r;
+		if (r > 0)
+			log_fields(LOG_NOTICE, n->model.desired, NULL,
+				   "canaries of %s validated with no failure: promoted",
+				   n->model.desired);
+	}
 	return 0;
+}
+
+/* --- halting ---------------------------------------------------------------------------- */
+
+bool node_failed_here(const struct node *n)
+{
+	return n->attempts > 0 && str_eq(n->fail_version, n->model.desired) &&
+	       n->fail_trigger == n->model.trigger;
+}
+
+void node_halt(struct node *n, const char *reason, size_t failed)
+{
+	const struct fleet_model *m = &n->model;
+	_cleanup_(freep) char *reverted = NULL;
+	int r;
+
+	if (!m->desired_known || !m->desired || m->trigger <= 0 || fleet_model_halted(m, NULL))
+		return;
+	r = fleet_halt(&n->fleet, m->desired, m->trigger, m->halted.key ? m->halted.mod_revision : 0,
+		       n->host, reason, (long)failed, m->policy.auto_revert, &reverted);
+	if (r == -EACCES) {
+		log_fields(LOG_ERR, m->desired, NULL,
+			   "halted the rollout of %s (%s), but etcd refused the automatic revert: "
+			   "this host may not write current_version", m->desired, reason);
+		return;
+	}
+	if (r < 0) {
+		log_warnx("cannot halt the rollout of %s (%s): %s, will retry", m->desired, reason,
+			  node_etcd_error(n));
+		n->budget_trigger = 0;
+		node_schedule_resync(n, USEC_PER_SEC);
+		return;
+	}
+	if (r == 0)
+		return;	/* another node was first, or a new trigger came */
+	if (reverted)
+		log_fields(LOG_ERR, m->desired, NULL, "halted the rollout of %s: %s; reverted to %s",
+			   m->desired, reason, reverted);
+	else
+		log_fields(LOG_ERR, m->desired, NULL, "halted the rollout of %s: %s", m->desired,
+			   reason);
+}
+
+/*
+ * The failure budget, checked by the hosts that failed (no one else needs
+ * to): a host whose own failure record has reached its model sees every
+ * record written before it, so the host whose failure crosses the budget
+ * is sure to see it crossed.  Once per count and trigger; max_fail_percent
+ * costs one count-only read of alive/.
+ */
+void node_check_budget(struct node *n)
+{
+	const struct fleet_model *m = &n->model;
+	_cleanup_(freep) char *reason = NULL;
+	size_t failed;
+	int r;
+
+	if (m->policy_state != 1 || !rollout_policy_has_budget(&m->policy) ||
+	    !fleet_model_failed_here(m, false) || fleet_model_halted(m, NULL))
+		return;
+	failed = fleet_model_failures(m);
+	if (n->budget_trigger == m->trigger && n->budget_count == failed)
+		return;
+	n->budget_trigger = m->trigger;
+	n->budget_count = failed;
+	r = node_budget_exceeded(n, failed, &reason);
+	if (r < 0) {
+		n->budget_trigger = 0;
+		node_schedule_resync(n, USEC_PER_SEC);
+		return;
+	}
+	if (r > 0)
+		node_halt(n, reason, failed);
+}
+
+/* Whether failed hosts are more than the policy's budget: 1 and *ret_reason,
+ * 0, or a negative code (max_fail_percent reads the alive count). */
+int node_budget_exceeded(struct node *n, size_t failed, char **ret_reason)
+{
+	const struct rollout_policy *p = &n->model.policy;
+
+	if (n->model.policy_state != 1)
+		return 0;
+	if (p->has_max_failures && (long)failed > p->max_failures)
+		return asprintf(ret_reason, "%zu host%s failed, more than max_failures %ld", failed,
+				failed == 1 ? "" : "s", p->max_failures) < 0 ? -ENOMEM : 1;
+	if (p->max_fail_percent > 0) {
+		_cleanup_(freep) char *adir = key_alive_dir(n->fleet.prefix);
+		_cleanup_(etcd_kv_list_releasep) struct etcd_kv_list alive = ETCD_KV_LIST_INIT;
+		if (!adir)
+			return -ENOMEM;
+		if (etcd_get_prefix(n->etcd, adir, ETCD_COUNT_ONLY, 0, &alive) < 0) {
+			log_warnx("cannot count the alive hosts for the failure budget: %s",
+				  node_etcd_error(n));
+			return -EIO;
+		}
+		if ((double)failed * 100.0 <= p->max_fail_percent * (double)alive.count)
+			return 0;
+		return asprintf(ret_reason, "%zu of %lld hosts failed, more than max_fail_percent %g",
+				failed, (long long)alive.count, p->max_fail_percent) < 0 ? -ENOMEM : 1;
+	}
+	return 0;
+}
+
+/* --- progress_deadline ------------------------------------------------------------------- */
+
+static int node_on_progress_deadline(sd_event_source *s, uint64_t usec, void *userdata)
+{
+	struct node *n = userdata;
+	_cleanup_(freep) char *reason = NULL;
+
+	node_timer_cancel(&n->progress_timer);
+	if (n->state != NODE_WAIT_SLOT || n->progress_releases != n->model.holder_releases)
+		return 0;
+	if (asprintf(&reason, "no rollout slot freed for %ld s (progress_deadline)",
+		     n->model.policy.progress_deadline) >= 0)
+		node_halt(n, reason, fleet_model_failures(&n->model));
+	return 0;
+}
+
+/* The first host in the queue for a slot watches the rollout's progress:
+ * every freed slot starts the deadline again. */
+void node_watch_progress(struct node *n, const struct slot_wait *w)
+{
+	long deadline = n->model.policy.progress_deadline;
+
+	if (deadline <= 0 || !w->ranked || w->canary || (long)w->rank != w->limit) {
+		node_timer_cancel(&n->progress_timer);
+		return;
+	}
+	if (n->progress_timer && n->progress_releases == n->model.holder_releases)
+		return;
+	n->progress_releases = n->model.holder_releases;
+	if (node_timer_arm(n, &n->progress_timer, (uint64_t)deadline * USEC_PER_SEC,
+			   node_on_progress_deadline) < 0)
+		log_warnx("cannot arm the progress deadline timer");
 }

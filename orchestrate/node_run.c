@@ -24,7 +24,10 @@
  * A successful run whose end txn cannot be written is still a success here
  * (the local version file says so): the txn is owed and retried from idle.
  */
+#define _GNU_SOURCE
 #include <errno.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <syslog.h>
@@ -36,6 +39,7 @@
 #include "hiera.h"
 #include "local.h"
 #include "strv.h"
+#include "fleet_rollout.h"
 #include "log.h"
 #include "node_internal.h"
 #include "schema.h"
@@ -148,6 +152,7 @@ static void node_run_failed(struct node *n, const char *what);
 static void node_config_done(struct node *n, const struct hook_result *res);
 static void node_validate_done(struct node *n, const struct hook_result *res);
 static void node_upgrade_done(struct node *n, const struct hook_result *res);
+static int node_on_bake_timer(sd_event_source *s, uint64_t usec, void *userdata);
 
 static void node_hook_finished(struct node *n, enum node_state which, const struct hook_result *res)
 {
@@ -241,25 +246,88 @@ static char *node_detail(const struct hook_result *res)
 
 /* --- what an outcome writes ------------------------------------------------------------ */
 
+/* The failure txn gave the slot back (node_batch_failure). */
+static void node_slot_released(struct node *n)
+{
+	if (!n->releasing)
+		return;
+	n->releasing = false;
+	n->holding = false;
+	n->has_slot = false;
+	n->canary_run = false;
+}
+
+/* One more failed attempt at the run's rollout (a new rollout starts the
+ * count again); its status value says how many and since when. */
+static void node_count_failure(struct node *n, struct status_extra *x)
+{
+	if (!str_eq(n->fail_version, n->run_version) || n->fail_trigger != n->run_trigger) {
+		set_str(&n->fail_version, n->run_version);
+		n->fail_trigger = n->run_trigger;
+		n->attempts = 0;
+		n->first_failure = fleet_now();
+	}
+	n->attempts++;
+	*x = (struct status_extra){ .attempts = n->attempts, .first_failure = n->first_failure };
+}
+
+/* The failure record the budget counts (fleet_rollout.h): once per rollout,
+ * so a host failing again and again costs the fleet one event. */
+static int node_batch_failure(struct node *n, struct fleet_batch *b, const char *stage)
+{
+	const struct fleet_model *m = &n->model;
+	int r;
+
+	bool current = n->run_trigger > 0 && n->run_trigger == m->trigger &&
+		       str_eq(n->run_version, m->desired);
+	bool recorded = fleet_model_failed_here(m, false);
+
+	/* Under a failure budget a failed host gives its slot back, so that
+	 * the rollout goes on until the budget is spent; without one it keeps
+	 * it, and a failure stops the rollout where it is.  The failure that
+	 * spends the budget keeps its slot too: no other host may start
+	 * between it and the halt (node_check_budget, once this record is
+	 * seen). */
+	if (n->holding && current && m->policy_state == 1 &&
+	    rollout_policy_has_budget(&m->policy)) {
+		_cleanup_(freep) char *reason = NULL;
+		r = node_budget_exceeded(n, fleet_model_failures(m) + !recorded, &reason);
+		if (r == 0) {
+			if ((r = fleet_batch_release_holder(b, n->host)) < 0)
+				return r;
+			n->releasing = true;
+		}
+	}
+	if (!current || recorded)
+		return 0;
+	return fleet_batch_failure(b, n->host, n->run_version, n->run_trigger, n->attempts, stage);
+}
+
 /* A failed config (or upgrade) run: puppet/failed, and the node's services
  * not healthy (published the first time; written only if they were healthy
  * before).  One txn. */
-static void node_record_config_failure(struct node *n, int exit_code, const char *detail)
+static void node_record_config_failure(struct node *n, int exit_code, const char *detail,
+				       const char *stage)
 {
 	_cleanup_(fleet_batch_freep) struct fleet_batch *b = NULL;
+	struct status_extra x;
 	int r;
 
+	node_count_failure(n, &x);
 	if ((r = fleet_batch_new(&n->fleet, &b)) < 0 ||
-	    (r = fleet_batch_status(b, n->host, STATUS_PUPPET, STATE_FAILED, n->run_version,
-				    exit_code, detail)) < 0 ||
+	    (r = fleet_batch_status_extra(b, n->host, STATUS_PUPPET, STATE_FAILED, n->run_version,
+					  exit_code, detail, &x)) < 0 ||
+	    (r = node_batch_failure(n, b, stage)) < 0 ||
 	    (r = node_batch_services(n, b, false, false)) < 0 ||
 	    (r = fleet_batch_commit(b, NULL)) < 0) {
 		log_warnx("cannot set status puppet/failed: %s",
 			  r == -EINVAL ? strerror(-r) : node_etcd_error(n));
 		node_services_forget_pending(n);
+		n->releasing = false;
 		return;
 	}
 	node_services_committed(n);
+	node_slot_released(n);
 }
 
 /*
@@ -268,36 +336,50 @@ static void node_record_config_failure(struct node *n, int exit_code, const char
  * Returns 0 or the error (nothing written).
  */
 static int node_record_end(struct node *n, const char *version, bool validated,
-			   int validation_code, const char *detail)
+			   int validation_code, const char *detail, const char *stage)
 {
 	_cleanup_(fleet_batch_freep) struct fleet_batch *b = NULL;
+	struct status_extra x = { 0 };
 	int r;
 
+	if (!validated)
+		node_count_failure(n, &x);
 	if ((r = fleet_batch_new(&n->fleet, &b)) < 0 ||
 	    (r = fleet_batch_status(b, n->host, STATUS_PUPPET, STATE_SUCCESS, version,
 				    n->config_exit_code, NULL)) < 0 ||
-	    (r = fleet_batch_status(b, n->host, STATUS_VALIDATION,
-				    validated ? STATE_SUCCESS : STATE_FAILED, version,
-				    validation_code, detail)) < 0 ||
+	    (r = fleet_batch_status_extra(b, n->host, STATUS_VALIDATION,
+					  validated ? STATE_SUCCESS : STATE_FAILED, version,
+					  validation_code, detail, &x)) < 0 ||
 	    (r = node_batch_services(n, b, validated, false)) < 0)
+		goto fail;
+	if (!validated && (r = node_batch_failure(n, b, stage)) < 0)
 		goto fail;
 	if (validated) {
 		if ((r = fleet_batch_running_version(b, n->host, version, n->lease)) < 0 ||
 		    (r = fleet_batch_alive(b, n->host, version, (long)getpid(), n->lease)) < 0 ||
-		    (n->holding && (r = fleet_batch_release_holder(b, n->host)) < 0))
+		    (n->holding && (r = fleet_batch_release_holder(b, n->host)) < 0) ||
+		    (fleet_model_failed_here(&n->model, true) &&
+		     (r = fleet_batch_clear_failure(b, n->host)) < 0) ||
+		    (n->canary_run && n->run_trigger == n->model.trigger &&
+		     (r = fleet_batch_canary(b, n->host, version, n->run_trigger)) < 0))
 			goto fail;
 	}
 	if ((r = fleet_batch_commit(b, NULL)) < 0)
 		goto fail;
 	node_services_committed(n);
+	node_slot_released(n);
 	if (validated) {
 		set_str(&n->running_published, version);
 		n->holding = false;
 		n->has_slot = false;
+		n->canary_run = false;
+		n->attempts = 0;
+		set_str(&n->fail_version, NULL);
 	}
 	return 0;
 fail:
 	node_services_forget_pending(n);
+	n->releasing = false;
 	return r;
 }
 
@@ -306,7 +388,7 @@ void node_retry_owed(struct node *n)
 {
 	if (!n->success_owed || !n->local)
 		return;
-	if (node_record_end(n, n->local, true, 0, NULL) < 0) {
+	if (node_record_end(n, n->local, true, 0, NULL, NULL) < 0) {
 		log_warnx("cannot record the run at '%s': %s, will retry", n->local,
 			  node_etcd_error(n));
 		node_schedule_resync(n, USEC_PER_SEC);
@@ -316,12 +398,30 @@ void node_retry_owed(struct node *n)
 	log_info("run at '%s' recorded", n->local);
 }
 
+/* The detail of a failed hook; past healthy_deadline, says so first. */
+static char *node_failure_detail(struct node *n, const struct hook_result *res,
+				 const char **ret_stage, const char *stage)
+{
+	_cleanup_(freep) char *detail = node_detail(res);
+	char *out = NULL;
+
+	*ret_stage = stage;
+	if (!n->deadline_passed)
+		return TAKE_PTR(detail);
+	*ret_stage = "deadline";
+	if (asprintf(&out, "healthy_deadline of %ld s passed, hook killed: %s",
+		     n->model.policy.healthy_deadline, or_none(detail)) < 0)
+		return TAKE_PTR(detail);
+	return out;
+}
+
 static void node_upgrade_done(struct node *n, const struct hook_result *res)
 {
-	if (res->exit_code != 0) {
-		_cleanup_(freep) char *detail = node_detail(res);
-		node_record_config_failure(n, res->exit_code, detail);
-		node_run_failed(n, "upgrade");
+	if (res->exit_code != 0 || n->deadline_passed) {
+		const char *stage;
+		_cleanup_(freep) char *detail = node_failure_detail(n, res, &stage, "config");
+		node_record_config_failure(n, res->exit_code, detail, stage);
+		node_run_failed(n, n->deadline_passed ? "healthy_deadline" : "upgrade");
 		return;
 	}
 	node_run_hook(n, NODE_RUN_CONFIG);
@@ -339,10 +439,11 @@ static void node_config_done(struct node *n, const struct hook_result *res)
 	 * services run for that same file would only repeat it. */
 	if (n->services_gen < n->config_gen)
 		n->services_gen = n->config_gen;
-	if (st != STATE_SUCCESS) {
-		_cleanup_(freep) char *detail = node_detail(res);
-		node_record_config_failure(n, res->exit_code, detail);
-		node_run_failed(n, "config");
+	if (st != STATE_SUCCESS || n->deadline_passed) {
+		const char *stage;
+		_cleanup_(freep) char *detail = node_failure_detail(n, res, &stage, "config");
+		node_record_config_failure(n, res->exit_code, detail, stage);
+		node_run_failed(n, n->deadline_passed ? "healthy_deadline" : "config");
 		return;
 	}
 	n->config_exit_code = res->exit_code;
@@ -359,17 +460,30 @@ static void node_validate_done(struct node *n, const struct hook_result *res)
 {
 	_cleanup_(freep) char *detail = NULL;
 	_cleanup_(freep) char *version = NULL;
-	bool ok = res->exit_code == 0 && !res->signal && !res->timed_out;
+	bool ok = res->exit_code == 0 && !res->signal && !res->timed_out && !n->deadline_passed;
+	long bake = n->model.policy_state == 1 ? n->model.policy.min_healthy_time : 0;
 	int r;
 
 	if (!ok) {
-		detail = node_detail(res);
-		if (node_record_end(n, n->run_version, false, res->exit_code, detail) < 0)
+		const char *stage;
+		detail = node_failure_detail(n, res, &stage, "validation");
+		if (node_record_end(n, n->run_version, false, res->exit_code, detail, stage) < 0)
 			log_warnx("cannot set status validation/failed: %s",
 				  node_etcd_error(n));
 		n->validation_failed = true;
-		node_run_failed(n, "validation");
+		node_run_failed(n, n->deadline_passed ? "healthy_deadline" : "validation");
 		return;
+	}
+	node_timer_cancel(&n->deadline_timer);
+	if (!n->baked && bake > 0 && n->has_slot) {
+		/* min_healthy_time: the host keeps its slot (so the rollout
+		 * does not move on) and validates again at the end. */
+		n->baked = true;
+		node_set_state(n, NODE_BAKE, "validated %s, validating again in %ld s (min_healthy_time)",
+			       n->run_version, bake);
+		if (node_timer_arm(n, &n->run_timer, (uint64_t)bake * USEC_PER_SEC,
+				   node_on_bake_timer) >= 0)
+			return;
 	}
 	version = TAKE_PTR(n->run_version);
 	r = node_write_local(n, version);
@@ -386,7 +500,7 @@ static void node_validate_done(struct node *n, const struct hook_result *res)
 	 * check ran) goes into the detail too. */
 	if (res->output && *res->output)
 		detail = node_detail(res);
-	r = node_record_end(n, version, true, 0, detail);
+	r = node_record_end(n, version, true, 0, detail, NULL);
 	n->success_owed = r < 0;
 	if (r < 0) {
 		log_fields(LOG_WARNING, version, NULL, "cannot record the run at '%s': %s, will retry",
@@ -402,6 +516,30 @@ static void node_validate_done(struct node *n, const struct hook_result *res)
 	log_fields(LOG_NOTICE, version, NULL, "now at version '%s'", version);
 	node_set_state(n, NODE_IDLE, "idle at %s", version);
 	node_schedule_evaluate(n);
+}
+
+static int node_on_bake_timer(sd_event_source *s, uint64_t usec, void *userdata)
+{
+	struct node *n = userdata;
+	node_timer_cancel(&n->run_timer);
+	node_run_hook(n, NODE_RUN_VALIDATE);
+	return 0;
+}
+
+/* healthy_deadline: the run has not validated in time.  Its hook is killed
+ * (TERM, then KILL after the grace); its end counts as a failure. */
+static int node_on_healthy_deadline(sd_event_source *s, uint64_t usec, void *userdata)
+{
+	struct node *n = userdata;
+	node_timer_cancel(&n->deadline_timer);
+	if (!n->run_hook)
+		return 0;
+	n->deadline_passed = true;
+	log_fields(LOG_WARNING, n->run_version, NULL,
+		   "healthy_deadline of %ld s passed before validation: killing the hook",
+		   n->model.policy.healthy_deadline);
+	hook_kill(n->run_hook, SIGTERM);
+	return 0;
 }
 
 int node_on_run_timer(sd_event_source *s, uint64_t usec, void *userdata)
@@ -424,6 +562,8 @@ static void node_run_failed(struct node *n, const char *what)
 	uint64_t delay;
 
 	n->failures++;
+	node_timer_cancel(&n->deadline_timer);
+	n->deadline_passed = false;
 	if (n->once) {
 		log_fields(LOG_WARNING, version, NULL, "%s failed for '%s'", what, or_none(version));
 		node_once_finish(n, 1);
@@ -447,20 +587,38 @@ void node_start_run(struct node *n)
 {
 	int r;
 
+	long deadline = n->model.policy_state == 1 ? n->model.policy.healthy_deadline : 0;
+	bool retry;
+
 	n->splay_done = false;
+	n->baked = false;
+	n->deadline_passed = false;
 	set_str(&n->run_version, n->model.desired);
 	set_str(&n->run_previous, n->local);
 	set_str(&n->pending_detail, NULL);
+	n->run_trigger = n->model.trigger;
 	if (n->hiera_error)
 		node_write_hiera(n);
 	if (n->hiera_error) {
 		/* The config run would read a stale catalog: fail it, visibly. */
-		node_record_config_failure(n, -1, n->hiera_error);
+		node_record_config_failure(n, -1, n->hiera_error, "config");
 		node_run_failed(n, "hiera file");
 		return;
 	}
-	r = fleet_set_status(&n->fleet, n->host, STATUS_PUPPET, STATE_RUNNING, n->run_version, 0,
-			     NULL);
+	if (deadline > 0 &&
+	    node_timer_arm(n, &n->deadline_timer, (uint64_t)deadline * USEC_PER_SEC,
+			   node_on_healthy_deadline) < 0)
+		log_warnx("cannot arm the healthy_deadline timer");
+	/* A retry leaves the failed status in place, with its attempts: a
+	 * failure stays visible (and counted by get_failures) until a run
+	 * succeeds. */
+	retry = node_failed_here(n);
+	r = retry ? 0 : fleet_set_status(&n->fleet, n->host, STATUS_PUPPET, STATE_RUNNING,
+					 n->run_version, 0, NULL);
+	if (retry)
+		log_fields(LOG_INFO, n->run_version, NULL,
+			   "attempt %ld at %s (failed since %lld)", n->attempts + 1, n->run_version,
+			   (long long)n->first_failure);
 	if (r < 0) {
 		/* Without puppet/running the fleet could not see the run: retry. */
 		log_warnx("cannot set puppet/running: %s", node_etcd_error(n));

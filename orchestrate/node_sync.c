@@ -26,11 +26,14 @@
 
 #include "cleanup.h"
 #include "config.h"
+#include "exitcode.h"
 #include "log.h"
 #include "node_internal.h"
 
 /* Retry of a failed registration or sync: doubling from 1 s up to this. */
 #define RESYNC_MAX_SEC 30
+/* --once: tries to reach etcd (1 s, then 2 s apart) before exit 69. */
+#define ONCE_SYNC_ATTEMPTS 3
 
 uint64_t node_watch_idle_ms(struct node *n)
 {
@@ -88,7 +91,7 @@ static int node_on_stream_events(const struct etcd_event *ev, size_t count, int6
 			/* A new version is a new target: retry at once, from
 			 * the start of the backoff. */
 			n->failures = 0;
-			if (n->state == NODE_BACKOFF)
+			if (n->state == NODE_BACKOFF || n->state == NODE_HALTED)
 				node_timer_cancel(&n->run_timer);
 		}
 	}
@@ -250,6 +253,16 @@ static int node_on_resync(sd_event_source *s, uint64_t usec, void *userdata)
 	if (node_resync(n) >= 0) {
 		n->resync_failures = 0;
 		node_schedule_evaluate(n);
+		return 0;
+	}
+	/* --once is run from cron: a run that cannot reach etcd gives up
+	 * after a few tries, each bounded by etcd.timeout, rather than pile up
+	 * behind the next one. */
+	if (n->once && !n->synced && n->resync_failures + 1 >= ONCE_SYNC_ATTEMPTS) {
+		log_warnx("--once: cannot reach etcd after %u attempts: %s", ONCE_SYNC_ATTEMPTS,
+			  node_etcd_error(n));
+		n->resync_failures++;
+		node_once_finish(n, EXIT_UNAVAILABLE);
 		return 0;
 	}
 	/* Doubling from 1 s, capped; the last error says why. */

@@ -42,7 +42,8 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: orchestrated [--once] [--check-config] [--config FILE] [GLOBAL OPTIONS]\n"
 		"\n"
-		"  --once            run one cycle and exit (0 when at the desired version)\n"
+		"  --once            run one cycle and exit: 0 at the desired version, 1 not,\n"
+		"                    69 when etcd stays unreachable after 3 tries\n"
 		"  --check-config    check the configuration, print \"configuration OK\" and exit\n"
 		"  --config FILE     configuration file (default " CONFIG_DEFAULT_PATH ")\n"
 		"  --etcd URLS, --prefix P, --hostname H, --timeout S, --cacert/--cert/--key FILE,\n"
