@@ -67,6 +67,8 @@ struct fleet_model {
 	struct rollout_holder *holders;	/* sorted by create revision */
 	size_t n_holders, cap_holders;
 	uint64_t holder_releases;	/* holder keys deleted since the last read */
+	struct rollout_holder *released;	/* the latest deleted (create_revision: */
+	size_t n_released;		/* the deletion's), for fleet_model_take_released */
 	/* The safety records (fleet_rollout.h), raw; only those of the
 	 * current trigger count. */
 	struct etcd_kv_list failed;	/* rollout/failed/HOST, sorted by key */
@@ -124,6 +126,14 @@ size_t fleet_model_failures(const struct fleet_model *m);
 size_t fleet_model_canaries(const struct fleet_model *m);
 bool fleet_model_failed_here(const struct fleet_model *m, bool any_trigger);
 bool fleet_model_canary_here(const struct fleet_model *m);
+/* The host's own failure record of the rollout (decoded into *ret), if any. */
+bool fleet_model_own_failure(const struct fleet_model *m, struct rollout_record *ret);
+
+/* Hands out the holders deleted since the last call (at most
+ * FLEET_MODEL_RELEASED_MAX, the latest): free with rollout_holders_free. */
+#define FLEET_MODEL_RELEASED_MAX 64
+size_t fleet_model_take_released(struct fleet_model *m, struct rollout_holder **ret);
+void rollout_holders_free(struct rollout_holder *h, size_t n);
 
 /* The stage of group in policy: its index in p->groups, or p->n_groups (after
  * every listed group) when it has none or one the policy does not list. */

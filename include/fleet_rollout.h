@@ -74,6 +74,16 @@ int fleet_halt(struct fleet *f, const char *version, int64_t trigger, int64_t ha
 	       const char *host, const char *reason, long failed, bool revert,
 	       char **ret_reverted_to);
 
+/*
+ * A holder deleted at revision was dead, not done, when the host's
+ * puppet/running at that revision says version (a run's end deletes both in
+ * one txn; an expired lease deletes only the holder).  Then writes its
+ * failure record (stage "died") unless one exists.  Returns 1 when written,
+ * 0 when the host was not running or already has a record.
+ */
+int fleet_record_dead_holder(struct fleet *f, const char *host, int64_t revision,
+			     const char *version, int64_t trigger);
+
 /* Promotes the canaries of the current trigger (by: "operator" or
  * "auto (HOST)").  With expect_trigger > 0, only if current_version's mod
  * revision is still that, and only if no promotion is recorded (0 then when

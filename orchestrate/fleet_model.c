@@ -199,6 +199,8 @@ void fleet_model_release(struct fleet_model *m)
 	rollout_policy_release(&m->policy);
 	holders_clear(m);
 	free(m->holders);
+	rollout_holders_free(m->released, m->n_released);
+	free(m->released);
 	safety_clear(m);
 	free(m->k_failed_dir);
 	free(m->k_canary_dir);
@@ -282,11 +284,30 @@ static int set_holder(struct fleet_model *m, const struct etcd_kv *kv, bool dele
 		if (strcmp(m->holders[i].host, host) == 0)
 			break;
 	if (i < m->n_holders) {
-		free(m->holders[i].host);
-		free(m->holders[i].group);
+		struct rollout_holder gone = m->holders[i];
 		memmove(&m->holders[i], &m->holders[i + 1],
 			(m->n_holders - i - 1) * sizeof(*m->holders));
 		m->n_holders--;
+		if (deleted) {
+			/* kept for a dead-holder check, with the deletion's revision */
+			gone.create_revision = kv->mod_revision;
+			if (m->n_released == FLEET_MODEL_RELEASED_MAX) {
+				rollout_holders_free(m->released, 1);
+				memmove(&m->released[0], &m->released[1],
+					(m->n_released - 1) * sizeof(*m->released));
+				m->n_released--;
+			}
+			if (!m->released &&
+			    !(m->released = calloc(FLEET_MODEL_RELEASED_MAX, sizeof(*m->released)))) {
+				free(gone.host);
+				free(gone.group);
+				return -ENOMEM;
+			}
+			m->released[m->n_released++] = gone;
+		} else {
+			free(gone.host);
+			free(gone.group);
+		}
 	}
 	if (deleted) {
 		m->holder_releases++;
@@ -322,6 +343,32 @@ static int set_record(struct etcd_kv *slot, const struct etcd_kv *kv, bool delet
 	etcd_kv_release(slot);
 	*slot = copy;
 	return 0;
+}
+
+void rollout_holders_free(struct rollout_holder *h, size_t n)
+{
+	for (size_t i = 0; h && i < n; i++) {
+		free(h[i].host);
+		free(h[i].group);
+		h[i] = (struct rollout_holder){ 0 };
+	}
+}
+
+size_t fleet_model_take_released(struct fleet_model *m, struct rollout_holder **ret)
+{
+	size_t n = m->n_released;
+	*ret = NULL;
+	if (n == 0)
+		return 0;
+	*ret = malloc(n * sizeof(**ret));
+	if (!*ret) {
+		rollout_holders_free(m->released, n);
+		m->n_released = 0;
+		return 0;
+	}
+	memcpy(*ret, m->released, n * sizeof(**ret));
+	m->n_released = 0;
+	return n;
 }
 
 static bool catalog_wanted(const struct fleet_model *m, const struct etcd_kv *kv)
@@ -538,6 +585,12 @@ bool fleet_model_failed_here(const struct fleet_model *m, bool any_trigger)
 {
 	const struct etcd_kv *kv = own_record(m, &m->failed, m->k_failed_dir);
 	return kv && (any_trigger || record_current(m, kv, NULL));
+}
+
+bool fleet_model_own_failure(const struct fleet_model *m, struct rollout_record *ret)
+{
+	const struct etcd_kv *kv = own_record(m, &m->failed, m->k_failed_dir);
+	return kv && record_current(m, kv, ret);
 }
 
 bool fleet_model_canary_here(const struct fleet_model *m)

@@ -188,6 +188,43 @@ int fleet_halt(struct fleet *f, const char *version, int64_t trigger, int64_t ha
 	return ok ? 1 : 0;
 }
 
+/* --- dead holders ---------------------------------------------------------------------- */
+
+int fleet_record_dead_holder(struct fleet *f, const char *host, int64_t revision,
+			     const char *version, int64_t trigger)
+{
+	const char *P = prefix_of(f);
+	_cleanup_(freep) char *k_run = key_status(P, STATUS_PUPPET, STATE_RUNNING, host);
+	_cleanup_(freep) char *k_failed = key_rollout_failed(P, host);
+	_cleanup_(freep) char *value = NULL;
+	_cleanup_(etcd_kv_releasep) struct etcd_kv run = { 0 };
+	_cleanup_(cJSON_Deletep) cJSON *obj = NULL;
+	_cleanup_(etcd_txn_freep) struct etcd_txn *t = etcd_txn_new();
+	const cJSON *v;
+	bool ok = false;
+	int r;
+
+	if (!k_run || !k_failed || !t)
+		return -ENOMEM;
+	r = etcd_get_at(f->etcd, k_run, revision, &run, NULL);
+	if (r <= 0)
+		return r;
+	obj = cJSON_ParseWithLength(run.value ? run.value : "", run.value_len);
+	v = cJSON_GetObjectItemCaseSensitive(obj, "version");
+	if (!cJSON_IsString(v) || strcmp(v->valuestring, version) != 0)
+		return 0;
+	struct rollout_record rec = {
+		.version = (char *)version, .trigger = trigger, .time = fleet_now(),
+		.stage = (char *)"died", .attempts = 1,
+	};
+	if ((r = rollout_record_encode(&rec, &value)) < 0 ||
+	    (r = etcd_txn_if_version(t, k_failed, ETCD_CMP_EQUAL, 0)) < 0 ||
+	    (r = etcd_txn_put(t, true, k_failed, value, 0)) < 0 ||
+	    (r = etcd_txn_commit(f->etcd, t, &ok, NULL)) < 0)
+		return r;
+	return ok ? 1 : 0;
+}
+
 /* --- promote and resume --------------------------------------------------------------- */
 
 int fleet_promote(struct fleet *f, const char *by, int64_t expect_trigger, char **ret_version)

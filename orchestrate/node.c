@@ -414,7 +414,7 @@ static bool node_evaluate_run(struct node *n)
 					     n->model.policy.canary);
 		} else {
 			st = NODE_WAIT_SLOT, why = "slot";
-			k = asprintf(&detail, "waiting for a rollout slot for %s", n->model.desired);
+			k = (detail = node_slot_detail(n)) ? 0 : -1;
 			if (k >= 0)
 				k = asprintf(&line, "%s (%zu holders, max %ld)", detail, wait.holders,
 					     wait.limit);
@@ -447,8 +447,12 @@ static bool node_evaluate_run(struct node *n)
 
 static void node_evaluate(struct node *n)
 {
-	if (n->synced && !n->stopping)
-		node_check_budget(n);
+	/* A halt this node just wrote reaches its model with the next event:
+	 * until then, no run starts. */
+	if (n->synced && !n->stopping && (node_check_released(n) || node_check_budget(n))) {
+		node_try_services(n);
+		return;
+	}
 	if (!node_evaluate_run(n))
 		node_try_services(n);
 }

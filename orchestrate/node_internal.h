@@ -194,11 +194,17 @@ void node_release_slot(struct node *n);
 void node_unwatch_stage(struct node *n);
 
 /* Halts the rollout of the desired version (fleet_halt), with auto_revert
- * when the policy says so; logs what happened. */
-void node_halt(struct node *n, const char *reason, size_t failed);
+ * when the policy says so; logs what happened.  Returns 1 when this node
+ * wrote the halt: its model learns it from the stream, so the caller must not
+ * start a run meanwhile. */
+int node_halt(struct node *n, const char *reason, size_t failed);
 /* The failure budget: halts when the host's own failure crossed it. */
-void node_check_budget(struct node *n);
+int node_check_budget(struct node *n);
 int node_budget_exceeded(struct node *n, size_t failed, char **ret_reason);
+/* Counts hosts that died holding a slot (fleet_record_dead_holder). */
+int node_check_released(struct node *n);
+/* puppet/pending's detail while the host waits for a slot. */
+char *node_slot_detail(struct node *n);
 /* progress_deadline: armed by the first host queued for a slot. */
 void node_watch_progress(struct node *n, const struct slot_wait *w);
 /* Whether the host failed at the desired version's rollout and has not

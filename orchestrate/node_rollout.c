@@ -225,10 +225,25 @@ int node_take_slot(struct node *n, struct slot_wait *ret_wait)
 	}
 
 	if (!n->holding) {
-		r = fleet_put_holder(&n->fleet, n->host, n->model.desired, cfg->group, n->lease);
-		if (r < 0)
+		/* Queued: the place is known once the key comes back on the
+		 * stream, so the host waits at least until then: say so in the
+		 * same txn (node_wait then finds it said). */
+		_cleanup_(fleet_batch_freep) struct fleet_batch *b = NULL;
+		_cleanup_(freep) char *detail = node_slot_detail(n);
+		_cleanup_(freep) char *said = NULL;
+		struct status_extra x = { .wait = "slot" };
+		bool say = !node_failed_here(n);
+		if (!detail || asprintf(&said, "slot: %s", detail) < 0)
+			return -ENOMEM;
+		if ((r = fleet_batch_new(&n->fleet, &b)) < 0 ||
+		    (r = fleet_batch_holder(b, n->host, n->model.desired, cfg->group, n->lease)) < 0 ||
+		    (say && (r = fleet_batch_status_extra(b, n->host, STATUS_PUPPET, STATE_PENDING,
+							  n->model.desired, -1, detail, &x)) < 0) ||
+		    (r = fleet_batch_commit(b, NULL)) < 0)
 			return r;
 		n->holding = true;
+		if (say)
+			set_str(&n->pending_detail, said);
 	}
 	/* Our own key reaches the model through the stream, like everyone's:
 	 * until it has, the place in the queue is not known yet. */
@@ -270,6 +285,13 @@ int node_take_slot(struct node *n, struct slot_wait *ret_wait)
 	return 0;
 }
 
+char *node_slot_detail(struct node *n)
+{
+	char *s = NULL;
+	return asprintf(&s, "waiting for a rollout slot for %s", or_none(n->model.desired)) < 0 ? NULL
+												: s;
+}
+
 /* --- halting ---------------------------------------------------------------------------- */
 
 bool node_failed_here(const struct node *n)
@@ -278,37 +300,38 @@ bool node_failed_here(const struct node *n)
 	       n->fail_trigger == n->model.trigger;
 }
 
-void node_halt(struct node *n, const char *reason, size_t failed)
+int node_halt(struct node *n, const char *reason, size_t failed)
 {
 	const struct fleet_model *m = &n->model;
 	_cleanup_(freep) char *reverted = NULL;
 	int r;
 
 	if (!m->desired_known || !m->desired || m->trigger <= 0 || fleet_model_halted(m, NULL))
-		return;
+		return 0;
 	r = fleet_halt(&n->fleet, m->desired, m->trigger, m->halted.key ? m->halted.mod_revision : 0,
 		       n->host, reason, (long)failed, m->policy.auto_revert, &reverted);
 	if (r == -EACCES) {
 		log_fields(LOG_ERR, m->desired, NULL,
 			   "halted the rollout of %s (%s), but etcd refused the automatic revert: "
 			   "this host may not write current_version", m->desired, reason);
-		return;
+		return 1;
 	}
 	if (r < 0) {
 		log_warnx("cannot halt the rollout of %s (%s): %s, will retry", m->desired, reason,
 			  node_etcd_error(n));
 		n->budget_trigger = 0;
 		node_schedule_resync(n, USEC_PER_SEC);
-		return;
+		return 0;
 	}
 	if (r == 0)
-		return;	/* another node was first, or a new trigger came */
+		return 0;	/* another node was first, or a new trigger came */
 	if (reverted)
 		log_fields(LOG_ERR, m->desired, NULL, "halted the rollout of %s: %s; reverted to %s",
 			   m->desired, reason, reverted);
 	else
 		log_fields(LOG_ERR, m->desired, NULL, "halted the rollout of %s: %s", m->desired,
 			   reason);
+	return 1;
 }
 
 /*
@@ -318,7 +341,7 @@ void node_halt(struct node *n, const char *reason, size_t failed)
  * is sure to see it crossed.  Once per count and trigger; max_fail_percent
  * costs one count-only read of alive/.
  */
-void node_check_budget(struct node *n)
+int node_check_budget(struct node *n)
 {
 	const struct fleet_model *m = &n->model;
 	_cleanup_(freep) char *reason = NULL;
@@ -327,20 +350,71 @@ void node_check_budget(struct node *n)
 
 	if (m->policy_state != 1 || !rollout_policy_has_budget(&m->policy) ||
 	    !fleet_model_failed_here(m, false) || fleet_model_halted(m, NULL))
-		return;
+		return 0;
 	failed = fleet_model_failures(m);
 	if (n->budget_trigger == m->trigger && n->budget_count == failed)
-		return;
+		return 0;
 	n->budget_trigger = m->trigger;
 	n->budget_count = failed;
 	r = node_budget_exceeded(n, failed, &reason);
 	if (r < 0) {
 		n->budget_trigger = 0;
 		node_schedule_resync(n, USEC_PER_SEC);
-		return;
+		return 0;
 	}
-	if (r > 0)
-		node_halt(n, reason, failed);
+	return r > 0 ? node_halt(n, reason, failed) : 0;
+}
+
+/*
+ * Hosts that died holding a slot count against the budget too.  An expired
+ * lease deletes a holder, and so does every run's end; they differ in what
+ * the holder's host left at that revision: a run's end deletes its
+ * puppet/running in the same txn, a death does not.  One host looks, the
+ * first in the queue (one read per freed slot), and writes the dead host's
+ * failure record, once (create-if-absent); it then checks the budget, since
+ * the dead host cannot.
+ */
+int node_check_released(struct node *n)
+{
+	const struct fleet_model *m = &n->model;
+	struct rollout_holder *gone = NULL;
+	size_t n_gone = fleet_model_take_released(&n->model, &gone);
+	size_t rank, in_stage;
+	size_t wrote = 0;
+
+	if (n_gone == 0)
+		return 0;
+	if (m->policy_state == 1 && rollout_policy_has_budget(&m->policy) && m->desired_known &&
+	    m->desired && m->trigger > 0 && !fleet_model_halted(m, NULL) &&
+	    fleet_model_holder_rank(m, &rank, &in_stage) == 1 && rank == 0) {
+		for (size_t i = 0; i < n_gone; i++) {
+			if (strcmp(gone[i].host, n->host) == 0 ||
+			    gone[i].create_revision <= m->trigger)
+				continue;
+			int r = fleet_record_dead_holder(&n->fleet, gone[i].host,
+							 gone[i].create_revision, m->desired,
+							 m->trigger);
+			if (r < 0)
+				log_warnx("cannot check whether %s died holding a slot: %s",
+					  gone[i].host, node_etcd_error(n));
+			if (r > 0) {
+				log_fields(LOG_WARNING, m->desired, NULL,
+					   "%s died holding a rollout slot for %s: counted as failed",
+					   gone[i].host, m->desired);
+				wrote++;
+			}
+		}
+	}
+	rollout_holders_free(gone, n_gone);
+	free(gone);
+	if (wrote) {
+		/* Their records are not in the model yet: count them in. */
+		_cleanup_(freep) char *reason = NULL;
+		size_t failed = fleet_model_failures(m) + wrote;
+		if (node_budget_exceeded(n, failed, &reason) > 0)
+			return node_halt(n, reason, failed);
+	}
+	return 0;
 }
 
 /* Whether failed hosts are more than the policy's budget: 1 and *ret_reason,
@@ -384,7 +458,7 @@ static int node_on_progress_deadline(sd_event_source *s, uint64_t usec, void *us
 		return 0;
 	if (asprintf(&reason, "no rollout slot freed for %ld s (progress_deadline)",
 		     n->model.policy.progress_deadline) >= 0)
-		node_halt(n, reason, fleet_model_failures(&n->model));
+		(void)node_halt(n, reason, fleet_model_failures(&n->model));
 	return 0;
 }
 

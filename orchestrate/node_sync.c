@@ -125,6 +125,15 @@ static void node_check_interrupted(struct node *n)
 		}
 		n->services_healthy = st == STATE_SUCCESS;
 	}
+	/* A host that failed at this rollout before the restart is still
+	 * failed: its retry keeps the failed status, and the count goes on. */
+	_cleanup_(rollout_record_releasep) struct rollout_record rec = { 0 };
+	if (fleet_model_own_failure(&n->model, &rec)) {
+		set_str(&n->fail_version, rec.version);
+		n->fail_trigger = rec.trigger;
+		n->attempts = rec.attempts > 0 ? rec.attempts : 1;
+		n->first_failure = rec.time;
+	}
 }
 
 static int node_start_stream(struct node *n)

@@ -208,6 +208,29 @@ test_expect_success 'wait reasons: slot and pause are published in puppet/pendin
 	wait_for "all_at v8" 60
 '
 
+test_expect_success 'a host that dies holding a slot counts against the budget' '
+	: >"$TRASH/runs.log" &&
+	etcdctl_put /rollout/policy "{\"max_parallel\":1,\"max_failures\":0}" &&
+	for n in $NODES; do echo 30 >$n/config.sleep; done &&
+	etcdctl_put /current_version v8a &&
+	wait_for "test \$(grep -c config-start \"$TRASH/runs.log\") -ge 1" 10 &&
+	holder=$(awk "/config-start/ { print \$2; exit }" "$TRASH/runs.log") &&
+	pgid=$(cat $holder/config.pid) &&
+	kill -9 $(node_pid $holder) &&
+	/bin/kill -KILL -- -"$pgid" &&
+	# its lease expires, its holder goes, the next in the queue looks
+	wait_for "etcdctl_exists /rollout/halted && test \"\$(field /rollout/halted version)\" = v8a" 40 &&
+	test "$(field /rollout/failed/$holder stage)" = died &&
+	field /rollout/halted reason | grep -q "1 host failed, more than max_failures 0" &&
+	test "$(grep -c config-start "$TRASH/runs.log")" = 1 &&
+	for n in $NODES; do echo 0 >$n/config.sleep; done &&
+	start_node $holder &&
+	etcdctl_ del --prefix /rollout/failed/ >/dev/null &&
+	etcdctl_ del /rollout/halted >/dev/null &&
+	wait_for "all_at v8a" 60 &&
+	grep -q "interrupted" $holder/log
+'
+
 test_expect_success 'min_healthy_time: a host keeps its slot and validates again before the next starts' '
 	: >"$TRASH/runs.log" &&
 	for n in $NODES; do rm -f $n/validate.count; done &&
