@@ -157,6 +157,9 @@ struct host_state {
 	int exit_code;
 	char *version;			/* NULL when not recorded */
 	char *detail;			/* NULL when none */
+	long attempts;			/* a failure's attempts so far; 0: not recorded */
+	int64_t first_failure;		/* unix time of the first; 0: not recorded */
+	char *wait;			/* pending: why ("slot", ...); NULL: not said */
 };
 struct host_record {
 	struct host_state *states;	/* by type, then state */
@@ -293,6 +296,12 @@ struct host_view {
 	char *detail;			/* detail of a failed or pending state */
 	int puppet_exit_code;
 	char *paused;			/* "group dc1: power work" when a pause applies */
+	/* From the state the detail comes from (status_extra): a failure's
+	 * attempts and the time of the first (0: not recorded), and why a
+	 * pending host waits ("slot", "group", ...; NULL: not said). */
+	long attempts;
+	int64_t first_failure;
+	char *wait;
 };
 
 struct fleet_view {
