@@ -364,9 +364,10 @@ char *fleet_identity_role(const char *host);
 /*
  * What host needs, under prefix P (pure): READWRITE on each key it writes —
  * status/TYPE/STATE/HOST (the 9 allowed), alive/HOST, running_version/HOST,
- * rollout/holders/HOST, groups/GROUP/HOST (when group is not NULL) and
- * available_services/S/HOST for each of services (NULL-terminated, may be
- * NULL) — and READ on current_version, previous_version and the prefixes
+ * rollout/holders/HOST, rollout/failed/HOST, rollout/canary/HOST,
+ * rollout/halted, rollout/promoted, groups/GROUP/HOST (when group is not
+ * NULL) and available_services/S/HOST for each of services (NULL-terminated,
+ * may be NULL) — and READ on current_version, previous_version and the prefixes
  * pause/, rollout/, available_services/, alive/, running_version/, groups/.
  * -EINVAL for an invalid name.
  */
