@@ -44,14 +44,17 @@ struct render_status_options {
 };
 
 /*
- * The header — the desired version, the policy, per group the alive hosts at
- * the desired version of its alive hosts ("progress: dc1 10/12, dc2 0/8"),
+ * The header — the desired version, the policy, the rollout's halt or revert,
+ * canaries and failures against the budget (from o->rollout, a line each when
+ * there is something to say), per group the alive hosts at the desired
+ * version of its alive hosts ("progress: dc1 10/12, dc2 0/8"),
  * and the counts (hosts, behind, alive, unaccounted, paused; failed, waiting)
  * — then one row a host — HOST, VERSION, PUPPET, VALIDATION, ALIVE, GROUP,
  * AGE, DETAIL — failed hosts first, then waiting (pending or paused), then
  * behind the desired version, then the rest, each by name; columns as wide as
  * their widest cell; DETAIL (the last line of the detail that looks like an
- * error — "Error:", "FAILED", "failed" — else its last line) cut to what the
+ * error — "Error:", "FAILED", "failed" — else its last line, after "attempt
+ * 3 since 12:01: " for a retrying host or "wait slot: " for a waiting one) cut to what the
  * width leaves it, or, when that is less than 20 columns, on an indented line
  * of its own below the row.  Then the totals: hosts by running version, by
  * puppet and validation state.
