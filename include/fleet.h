@@ -157,6 +157,9 @@ struct host_state {
 	int exit_code;
 	char *version;			/* NULL when not recorded */
 	char *detail;			/* NULL when none */
+	long attempts;			/* a failure's attempts so far; 0: not recorded */
+	int64_t first_failure;		/* unix time of the first; 0: not recorded */
+	char *wait;			/* pending: why ("slot", ...); NULL: not said */
 };
 struct host_record {
 	struct host_state *states;	/* by type, then state */
@@ -293,6 +296,12 @@ struct host_view {
 	char *detail;			/* detail of a failed or pending state */
 	int puppet_exit_code;
 	char *paused;			/* "group dc1: power work" when a pause applies */
+	/* From the state the detail comes from (status_extra): a failure's
+	 * attempts and the time of the first (0: not recorded), and why a
+	 * pending host waits ("slot", "group", ...; NULL: not said). */
+	long attempts;
+	int64_t first_failure;
+	char *wait;
 };
 
 struct fleet_view {
@@ -355,9 +364,10 @@ char *fleet_identity_role(const char *host);
 /*
  * What host needs, under prefix P (pure): READWRITE on each key it writes —
  * status/TYPE/STATE/HOST (the 9 allowed), alive/HOST, running_version/HOST,
- * rollout/holders/HOST, groups/GROUP/HOST (when group is not NULL) and
- * available_services/S/HOST for each of services (NULL-terminated, may be
- * NULL) — and READ on current_version, previous_version and the prefixes
+ * rollout/holders/HOST, rollout/failed/HOST, rollout/canary/HOST,
+ * rollout/halted, rollout/promoted, groups/GROUP/HOST (when group is not
+ * NULL) and available_services/S/HOST for each of services (NULL-terminated,
+ * may be NULL) — and READ on current_version, previous_version and the prefixes
  * pause/, rollout/, available_services/, alive/, running_version/, groups/.
  * -EINVAL for an invalid name.
  */

@@ -18,6 +18,7 @@
 
 #include "buf.h"
 #include "fleet.h"
+#include "fleet_rollout.h"
 #include "hiera.h"
 
 /* How status draws the fleet (render_status_view()). */
@@ -35,19 +36,25 @@ struct render_status_options {
 	bool show_policy;		/* a "policy:" line (policy NULL: none set) */
 	const struct rollout_policy *policy;
 	const char *policy_problem;	/* the stored policy is not valid: why */
+	/* the rollout's halt, revert, canaries and failures (fleet_rollout_state());
+	 * NULL: not shown */
+	const struct rollout_state *rollout;
 	const char *heard;		/* a line under the header (--watch's "last heard"), or NULL */
 	const char *banner;		/* a line above it (--watch's etcd outage), or NULL */
 };
 
 /*
- * The header — the desired version, the policy, per group the alive hosts at
- * the desired version of its alive hosts ("progress: dc1 10/12, dc2 0/8"),
+ * The header — the desired version, the policy, the rollout's halt or revert,
+ * canaries and failures against the budget (from o->rollout, a line each when
+ * there is something to say), per group the alive hosts at the desired
+ * version of its alive hosts ("progress: dc1 10/12, dc2 0/8"),
  * and the counts (hosts, behind, alive, unaccounted, paused; failed, waiting)
  * — then one row a host — HOST, VERSION, PUPPET, VALIDATION, ALIVE, GROUP,
  * AGE, DETAIL — failed hosts first, then waiting (pending or paused), then
  * behind the desired version, then the rest, each by name; columns as wide as
  * their widest cell; DETAIL (the last line of the detail that looks like an
- * error — "Error:", "FAILED", "failed" — else its last line) cut to what the
+ * error — "Error:", "FAILED", "failed" — else its last line, after "attempt
+ * 3 since 12:01: " for a retrying host or "wait slot: " for a waiting one) cut to what the
  * width leaves it, or, when that is less than 20 columns, on an indented line
  * of its own below the row.  Then the totals: hosts by running version, by
  * puppet and validation state.
@@ -73,8 +80,17 @@ int render_json_host(FILE *out, const struct fleet_view *v, const struct host_vi
 int render_pauses(FILE *out, const struct pause_entry *p, size_t n, int64_t now);
 int render_json_pauses(FILE *out, const struct pause_entry *p, size_t n);
 /* The same as one JSON object: {"current_version","previous_version","revision",
- * "hosts":[…],"totals":{…}}, followed by a newline. */
-int render_status_json(const struct fleet_view *v, FILE *out);
+ * "rollout":{…} (when rollout is not NULL),"hosts":[…],"totals":{…}}, followed
+ * by a newline.  Each host has "attempts", "first_failure" and "wait" too. */
+int render_status_json(const struct fleet_view *v, const struct rollout_state *rollout,
+		       FILE *out);
+/* "HALTED: REASON (by HOST at 12:01)[, reverted to V]" or "reverted to V41
+ * after V42 halted: REASON (by ...)"; nothing when s is neither halted nor
+ * reverted.  Appends to out. */
+int render_halt_text(const struct rollout_state *s, int64_t now, struct buf *out);
+/* A unix time as an operator reads it, local: "12:01" within the last day,
+ * else "2026-11-23 12:01"; "?" when unknown. */
+int render_clock(int64_t t, int64_t now, struct buf *out);
 
 /* A NULL-terminated list, one item a line. */
 int render_lines(char *const *items, FILE *out);
@@ -132,9 +148,11 @@ int render_json_single_version(FILE *out, const char *version, bool single,
 
 /* get_failures: three counts ("failed puppet: N"...), or with hosts one
  * "failed puppet HOST" (validation, unaccounted) a line; and
- * {"failed_puppet":[…],"failed_validation":[…],"unaccounted":[…]}. */
+ * {"failed_puppet":[…],"failed_validation":[…],"unaccounted":[…],"rollout":{…}}
+ * ("rollout" as status --json's, when rollout is not NULL). */
 int render_failures(FILE *out, const struct fleet_failures *fl, bool hosts);
-int render_json_failures(FILE *out, const struct fleet_failures *fl);
+int render_json_failures(FILE *out, const struct fleet_failures *fl,
+			 const struct rollout_state *rollout);
 
 /* local_health: this host's two states and their details. */
 struct render_health {

@@ -81,6 +81,7 @@ static const struct command *const commands[] = {
 	&command_pauses,
 	&command_resume,
 	&command_rollout_policy,
+	&command_promote,
 
 	&command_pending_update,
 	&command_local_version,

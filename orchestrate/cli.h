@@ -139,6 +139,6 @@ extern const struct command command_publish_service, command_unpublish_service,
 extern const struct command command_node_identity;
 /* cmd_admin.c */
 extern const struct command command_provision, command_decommission, command_pause,
-	command_pauses, command_resume, command_rollout_policy;
+	command_pauses, command_resume, command_rollout_policy, command_promote;
 
 #endif

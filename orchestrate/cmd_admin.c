@@ -1,8 +1,10 @@
 /*
  * cmd_admin.c — the operator's commands on the fleet's membership and on
  * config runs: provision and decommission a host, pause and resume runs
- * fleet-wide, for a group or for one host, and the rollout policy that paces
- * the runs (how many at once, which group first).
+ * fleet-wide, for a group or for one host, the rollout policy that paces
+ * the runs (how many at once, which group first) and stops a bad rollout
+ * (failure budget, deadlines, canaries), and the two commands that let a
+ * stopped rollout go on: rollout_policy resume and promote.
  *
  * decommission asks for no confirmation (it is scripted from the machine
  * lifecycle) but says how many keys it removed, so that a typo in a host name
@@ -15,9 +17,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "cleanup.h"
 #include "cli.h"
 #include "fleet.h"
+#include "fleet_rollout.h"
 #include "log.h"
 #include "render.h"
 #include "schema.h"
@@ -30,6 +34,14 @@ static bool arg_list;
 static long arg_max_parallel = -1;
 static long arg_max_percent = -1;
 static const char *arg_groups;
+static long arg_max_failures = -1;
+static double arg_max_fail_percent = -1;
+static long arg_healthy_deadline = -1;
+static long arg_progress_deadline = -1;
+static long arg_min_healthy_time = -1;
+static bool arg_auto_revert;
+static long arg_canary = -1;
+static bool arg_auto_promote;
 
 /* --- provision, decommission ------------------------------------------------------- */
 
@@ -323,45 +335,136 @@ static int policy_show(struct cli *cli, struct fleet *f)
 	return cli_output(render_policy(stdout, r ? &p : NULL));
 }
 
+/* --max-fail-percent P: a number in (0, 100], fractions allowed ("2.5"). */
+static int parse_percent(const char *name, const char *arg, void *value)
+{
+	char *end;
+	double d;
+
+	errno = 0;
+	d = strtod(arg, &end);
+	if (errno || end == arg || *end || !(d > 0 && d <= 100))
+		return cli_error(EXIT_USAGE, "invalid --%s '%s' for 'rollout_policy': expected a "
+				 "percentage above 0 and at most 100", name, arg);
+	*(double *)value = d;
+	return 0;
+}
+
+/* Whether any option of 'set' was given. */
+static bool policy_has_options(void)
+{
+	return arg_max_parallel >= 0 || arg_max_percent >= 0 || arg_groups ||
+	       arg_max_failures >= 0 || arg_max_fail_percent >= 0 || arg_healthy_deadline >= 0 ||
+	       arg_progress_deadline >= 0 || arg_min_healthy_time >= 0 || arg_auto_revert ||
+	       arg_canary >= 0 || arg_auto_promote;
+}
+
+/* The policy 'set' writes, from the options; checked with
+ * rollout_policy_problem() before anything is sent. */
+static int policy_from_options(struct rollout_policy *p)
+{
+	int r;
+
+	if (arg_max_parallel >= 0 && arg_max_percent >= 0)
+		return cli_error(EXIT_USAGE, "'rollout_policy set' takes --max-parallel or "
+				 "--max-percent, not both");
+	if (!policy_has_options())
+		return cli_error(EXIT_USAGE, "'rollout_policy set' needs at least one option "
+				 "(--max-parallel, --max-percent, --groups, --max-failures, ...; see "
+				 "'orchestrate rollout_policy -h'); 'clear' removes the policy");
+	p->max_parallel = arg_max_parallel > 0 ? arg_max_parallel : 0;
+	p->max_percent = arg_max_percent > 0 ? (double)arg_max_percent : 0;
+	if (arg_groups && (r = policy_groups(arg_groups, p)))
+		return r;
+	p->has_max_failures = arg_max_failures >= 0;
+	p->max_failures = arg_max_failures >= 0 ? arg_max_failures : 0;
+	p->max_fail_percent = arg_max_fail_percent > 0 ? arg_max_fail_percent : 0;
+	p->healthy_deadline = arg_healthy_deadline > 0 ? arg_healthy_deadline : 0;
+	p->progress_deadline = arg_progress_deadline > 0 ? arg_progress_deadline : 0;
+	p->min_healthy_time = arg_min_healthy_time > 0 ? arg_min_healthy_time : 0;
+	p->auto_revert = arg_auto_revert;
+	p->canary = arg_canary > 0 ? arg_canary : 0;
+	p->auto_promote = arg_auto_promote;
+	const char *problem = rollout_policy_problem(p);
+	if (problem)
+		return cli_error(EXIT_USAGE, "invalid rollout policy: %s", problem);
+	/* The canaries are the first N hosts to take a slot: without a limit
+	 * every host may take one at once.  The nodes then queue for slots all
+	 * the same (rollout_policy_problem() accepts it), but it is most often
+	 * a forgotten option. */
+	if (p->canary > 0 && p->max_parallel == 0 && p->max_percent == 0)
+		cli_warn("warning: --canary without --max-parallel or --max-percent: the canaries "
+			 "are the first %ld hosts to take a slot, and nothing else limits the slots",
+			 p->canary);
+	return 0;
+}
+
 /*
- * rollout_policy [set [--max-parallel N | --max-percent P] [--groups …] | clear].
- * Everything is checked before etcd is asked (a refused set writes nothing),
- * and the value is built by fleet.c with cJSON, never by hand.
+ * rollout_policy resume: clears a halt and the failure budget (every
+ * rollout/failed/ record) in one txn.  What it says comes from the state read
+ * just before, so it can name the version and the reason of the halt.
+ */
+static int policy_resume(struct cli *cli, struct fleet *f)
+{
+	_cleanup_(rollout_state_releasep) struct rollout_state s = { 0 };
+	_cleanup_(buf_releasep) struct buf reason = BUF_INIT;
+	int r;
+
+	if ((r = fleet_rollout_state(f, &s)) < 0)
+		return cli_fleet_error(cli, r, "cannot read the rollout's state");
+	if ((r = fleet_rollout_resume(f)) < 0)
+		return cli_fleet_error(cli, r, "cannot resume the rollout");
+	if (s.halted) {
+		const char *why = s.halt.reason && *s.halt.reason ? s.halt.reason : "no reason recorded";
+		if (render_sanitize(why, strlen(why), RENDER_LINE, &reason) < 0)
+			return cli_error(1, "out of memory");
+		printf("rollout of %s resumed (was halted: %s)", s.version, buf_str(&reason));
+		if (s.failed > 0)
+			printf("; %zu failure record%s cleared", s.failed, s.failed == 1 ? "" : "s");
+		putchar('\n');
+		return 0;
+	}
+	/* not an error: nothing stops the rollout; but say so */
+	if (r > 0)
+		printf("no halted rollout%s%s; removed the halt record of an earlier rollout\n",
+		       s.version ? " of " : "", s.version ? s.version : "");
+	else if (s.failed > 0)
+		printf("no halted rollout; %zu failure record%s of %s cleared\n", s.failed,
+		       s.failed == 1 ? "" : "s", s.version);
+	else
+		printf("no halted rollout\n");
+	return 0;
+}
+
+/*
+ * rollout_policy [get | set OPTIONS | clear | resume].  Everything is checked
+ * before etcd is asked (a refused set writes nothing), and the value is built
+ * by fleet.c with cJSON, never by hand.
  */
 static int cmd_rollout_policy(struct cli *cli, int argc, char **argv)
 {
 	_cleanup_(rollout_policy_releasep) struct rollout_policy p = { 0 };
-	const char *action = argc > 0 ? argv[0] : NULL;
-	bool has_options = arg_max_parallel >= 0 || arg_max_percent >= 0 || arg_groups;
+	const char *action = argc > 0 ? argv[0] : "get";
+	bool set = strcmp(action, "set") == 0;
 	struct fleet *f;
 	int r;
 
-	if (action && strcmp(action, "set") != 0 && strcmp(action, "clear") != 0)
+	if (!set && strcmp(action, "get") != 0 && strcmp(action, "clear") != 0 &&
+	    strcmp(action, "resume") != 0)
 		return cli_error(EXIT_USAGE, "unknown action '%s' for 'rollout_policy': expected "
-				 "'set' or 'clear'", action);
-	if (has_options && !(action && strcmp(action, "set") == 0))
-		return cli_error(EXIT_USAGE, "--max-parallel, --max-percent and --groups go with "
-				 "'rollout_policy set'");
-	if (action && strcmp(action, "set") == 0) {
-		if (arg_max_parallel >= 0 && arg_max_percent >= 0)
-			return cli_error(EXIT_USAGE, "'rollout_policy set' takes --max-parallel or "
-					 "--max-percent, not both");
-		if (!has_options)
-			return cli_error(EXIT_USAGE, "'rollout_policy set' needs --max-parallel, "
-					 "--max-percent or --groups (use 'clear' to remove the policy)");
-		p.max_parallel = arg_max_parallel > 0 ? arg_max_parallel : 0;
-		p.max_percent = arg_max_percent > 0 ? (double)arg_max_percent : 0;
-		if (arg_groups && (r = policy_groups(arg_groups, &p)))
-			return r;
-		const char *problem = rollout_policy_problem(&p);
-		if (problem)
-			return cli_error(EXIT_USAGE, "invalid rollout policy: %s", problem);
-	}
+				 "'get', 'set', 'clear' or 'resume'", action);
+	if (policy_has_options() && !set)
+		return cli_error(EXIT_USAGE, "the policy's options (--max-parallel, --max-failures, "
+				 "...) go with 'rollout_policy set', not '%s'", action);
+	if (set && (r = policy_from_options(&p)))
+		return r;
 
 	if ((r = cli_fleet(cli, &f)))
 		return r;
-	if (!action)
+	if (strcmp(action, "get") == 0)
 		return policy_show(cli, f);
+	if (strcmp(action, "resume") == 0)
+		return policy_resume(cli, f);
 	if (strcmp(action, "clear") == 0) {
 		r = fleet_clear_policy(f);
 		if (r < 0)
@@ -384,15 +487,105 @@ static const struct cli_option rollout_policy_options[] = {
 	CLI_STRING("groups", "G1,G2,...", &arg_groups,
 		   "one group at a time, in this order; hosts of no listed\n"
 		   "group go after the last one"),
+	CLI_LONG("max-failures", "N", &arg_max_failures, 0, 1000000000,
+		 "halt the rollout when more than N hosts failed at the\n"
+		 "version (0: the first failure halts)"),
+	CLI_CALLBACK("max-fail-percent", "P", parse_percent, &arg_max_fail_percent,
+		     "halt when more than P% (0-100] of the alive hosts failed"),
+	CLI_LONG("healthy-deadline", "SECONDS", &arg_healthy_deadline, 1, 1000000000,
+		 "a run not validated that long after it started fails\n"
+		 "(its hook is killed)"),
+	CLI_LONG("progress-deadline", "SECONDS", &arg_progress_deadline, 1, 1000000000,
+		 "halt when hosts queue for a slot and none was freed for\n"
+		 "that long"),
+	CLI_LONG("min-healthy-time", "SECONDS", &arg_min_healthy_time, 1, 1000000000,
+		 "a validated host keeps its slot that long, validates\n"
+		 "again, and only then counts as done"),
+	CLI_FLAG("auto-revert", &arg_auto_revert,
+		 "a halt sets current_version back to previous_version\n"
+		 "(needs a budget or --progress-deadline, and a node role\n"
+		 "that may write the versions)"),
+	CLI_LONG("canary", "N", &arg_canary, 1, 1000000000,
+		 "the first N hosts to take a slot run, then the rollout\n"
+		 "waits for 'orchestrate promote' (with --max-parallel or\n"
+		 "--max-percent: it works on the slot queue)"),
+	CLI_FLAG("auto-promote", &arg_auto_promote,
+		 "promote by itself once the canaries are done (after\n"
+		 "--min-healthy-time) with no failure (needs --canary)"),
 	CLI_OPTIONS_END,
 };
 
 const struct command command_rollout_policy = {
 	.name = "rollout_policy", .fn = cmd_rollout_policy, .max_args = 1, .group = G_OPERATORS,
 	.options = rollout_policy_options,
-	.synopsis = "rollout_policy [set [--max-parallel N | --max-percent P] [--groups G1,G2,...] | clear]",
+	.synopsis = "rollout_policy [get | set [--max-parallel N | --max-percent P] [--groups G1,G2,...] "
+		    "[--max-failures N] [--max-fail-percent P] [--healthy-deadline S] "
+		    "[--progress-deadline S] [--min-healthy-time S] [--auto-revert] [--canary N] "
+		    "[--auto-promote] | clear | resume]",
 	.description = "show, set or clear the rollout policy: how many hosts apply an update at once,\n"
-		       "and the order of groups (a group starts when the earlier ones are done)",
-	.help = "  set                replace the policy with the options given (validated)\n"
-		"  clear              remove the policy: every host runs at once\n",
+		       "the order of groups (a group starts when the earlier ones are done), and\n"
+		       "when a rollout stops itself (failure budget, deadlines, canaries);\n"
+		       "resume a halted rollout",
+	.help = "  get                print the policy (the default)\n"
+		"  set                replace the policy with the options given (validated)\n"
+		"  clear              remove the policy: every host runs at once\n"
+		"  resume             clear a halt and the failure budget (rollout/halted and\n"
+		"                     every rollout/failed/ record); says what it did\n",
+};
+
+/* --- promote --------------------------------------------------------------------------- */
+
+/*
+ * Accepts the canaries of the current rollout: one txn that writes
+ * rollout/promoted for current_version's revision (fleet_promote()), so that
+ * every other host may run.  It says which version, and warns when the
+ * promotion cannot change anything yet (no canary in the policy, a halt).
+ */
+static int cmd_promote(struct cli *cli, int argc, char **argv)
+{
+	_cleanup_(rollout_state_releasep) struct rollout_state s = { 0 };
+	_cleanup_(rollout_policy_releasep) struct rollout_policy p = { 0 };
+	_cleanup_(freep) char *version = NULL;
+	struct fleet *f;
+	int r, has_policy;
+
+	if ((r = cli_fleet(cli, &f)))
+		return r;
+	if ((r = fleet_rollout_state(f, &s)) < 0)
+		return cli_fleet_error(cli, r, "cannot read the rollout's state");
+	if (!s.version)
+		return cli_error(1, "no desired version is set: nothing to promote");
+	if (s.promoted) {
+		printf("the canaries of %s are promoted already\n", s.version);
+		return 0;
+	}
+	has_policy = fleet_get_policy(f, &p, NULL);
+	if (has_policy == -EPROTO)
+		has_policy = 0;
+	if (has_policy < 0)
+		return cli_fleet_error(cli, has_policy, "cannot read the rollout policy");
+	r = fleet_promote(f, "operator", 0, &version);
+	if (r < 0)
+		return cli_fleet_error(cli, r, "cannot promote");
+	if (r == 0)
+		return cli_error(1, "no desired version is set: nothing to promote");
+	if (has_policy && p.canary > 0)
+		printf("promoted the canaries of %s (%zu of %ld done)\n", version, s.canaries_done,
+		       p.canary);
+	else
+		printf("promoted %s\n", version);
+	if (!has_policy || p.canary == 0)
+		cli_warn("warning: the rollout policy sets no canary; the promotion changes nothing "
+			 "until one does");
+	if (s.halted && version && strcmp(version, s.version) == 0)
+		cli_warn("warning: the rollout of %s is halted; 'orchestrate rollout_policy resume' "
+			 "lets it go on", version);
+	return 0;
+}
+
+const struct command command_promote = {
+	.name = "promote", .fn = cmd_promote, .group = G_OPERATORS,
+	.synopsis = "promote",
+	.description = "accept the canaries of the current rollout, so that every host may run\n"
+		       "the desired version; exit 1 when no desired version is set",
 };

@@ -19,10 +19,12 @@
 #include <unistd.h>
 #include <sys/ioctl.h>
 
+#include "buf.h"
 #include "cleanup.h"
 #include "clock.h"
 #include "cli.h"
 #include "fleet.h"
+#include "fleet_rollout.h"
 #include "log.h"
 #include "render.h"
 #include "schema.h"
@@ -107,10 +109,18 @@ const struct command command_update_own_status = {
 
 /* --- get_failures ---------------------------------------------------------------------- */
 
+/*
+ * A host that retries a failed run keeps its failed state (the daemon writes
+ * its attempts onto it), so it counts here until a run succeeds.  A halted
+ * rollout is a failure too, even with no host failed (a progress_deadline):
+ * one line on stderr says so, and the exit status is 1.
+ */
 static int cmd_get_failures(struct cli *cli, int argc, char **argv)
 {
 	_cleanup_(fleet_view_releasep) struct fleet_view v = { 0 };
 	_cleanup_(fleet_failures_releasep) struct fleet_failures fl = { 0 };
+	_cleanup_(rollout_state_releasep) struct rollout_state rs = { 0 };
+	_cleanup_(buf_releasep) struct buf halt = BUF_INIT;
 	struct fleet *f;
 	int r;
 
@@ -119,15 +129,23 @@ static int cmd_get_failures(struct cli *cli, int argc, char **argv)
 	r = fleet_view_read(f, &v);
 	if (r < 0)
 		return cli_fleet_error(cli, r, "cannot read the fleet");
+	if ((r = fleet_rollout_state(f, &rs)) < 0)
+		return cli_fleet_error(cli, r, "cannot read the rollout's state");
 	if ((r = fleet_view_failures(&v, &fl)) < 0)
 		return cli_error(1, "out of memory");
+	if (render_halt_text(&rs, fleet_now(), &halt) < 0)
+		return cli_error(1, "out of memory");
+	if (rs.halted)
+		cli_warn("rollout of %s %s", rs.version, buf_str(&halt));
+	else if (rs.reverted)
+		cli_warn("rollout %s", buf_str(&halt));
 	if (cli->opt->json)
-		r = render_json_failures(stdout, &fl);
+		r = render_json_failures(stdout, &fl, &rs);
 	else
 		r = render_failures(stdout, &fl, arg_hosts);
 	if ((r = cli_output(r)))
 		return r;
-	return fl.n_puppet + fl.n_validation + fl.n_unaccounted ? 1 : 0;
+	return fl.n_puppet + fl.n_validation + fl.n_unaccounted || rs.halted ? 1 : 0;
 }
 
 static const struct cli_option get_failures_options[] = {
@@ -141,8 +159,9 @@ const struct command command_get_failures = {
 	.name = "get_failures", .fn = cmd_get_failures, .group = G_CI,
 	.options = get_failures_options,
 	.synopsis = "get_failures [--hosts]",
-	.description = "count hosts failed in puppet or validation, and unaccounted hosts;\n"
-		       "exit 0 when there are none, 1 otherwise",
+	.description = "count hosts failed in puppet or validation (retrying ones too), and\n"
+		       "unaccounted hosts; say so on stderr when the rollout is halted;\n"
+		       "exit 0 when there are none and no halt, 1 otherwise",
 };
 
 /* --- local_health ---------------------------------------------------------------------- */
@@ -240,6 +259,7 @@ static int status_draw(struct cli *cli, struct fleet *f, struct status_draw *d,
 		       struct fleet_view *v)
 {
 	_cleanup_(rollout_policy_releasep) struct rollout_policy policy = { 0 };
+	_cleanup_(rollout_state_releasep) struct rollout_state rs = { 0 };
 	_cleanup_(freep) char *raw = NULL;
 	struct render_status_options o = {
 		.width = terminal_width(), .color = d->tty && !getenv("NO_COLOR"),
@@ -250,8 +270,15 @@ static int status_draw(struct cli *cli, struct fleet *f, struct status_draw *d,
 	};
 	int r;
 
+	/* the rollout's halt, canaries and failures: a read of rollout/ */
+	if ((r = fleet_rollout_state(f, &rs)) < 0) {
+		if (!d->watch || r == -ENOMEM || r == -EACCES)
+			return cli_fleet_error(cli, r, "cannot read the rollout's state");
+		rollout_state_release(&rs);	/* --watch: drawn without it this time */
+	}
+	o.rollout = &rs;
 	if (cli->opt->json) {
-		r = render_status_json(v, stdout);
+		r = render_status_json(v, &rs, stdout);
 	} else {
 		r = fleet_get_policy(f, &policy, &raw);
 		if (r == -EPROTO)

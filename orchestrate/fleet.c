@@ -182,6 +182,24 @@ static const char *json_get_string(const cJSON *obj, const char *name)
 	return cJSON_IsString(s) ? s->valuestring : NULL;
 }
 
+/* What a status value says beyond its state (fleet_batch_status_extra()):
+ * "attempts" and "first_failure" when plausible (else 0), "wait" when it is a
+ * name (else NULL: a reader shows nothing rather than what it cannot trust). */
+static int status_extra_decode(const cJSON *obj, long *ret_attempts, int64_t *ret_first,
+			       char **ret_wait)
+{
+	int64_t attempts = json_get_int(obj, "attempts");
+	int64_t first = json_get_int(obj, "first_failure");
+	const char *wait = json_get_string(obj, "wait");
+
+	*ret_attempts = attempts > 0 && attempts <= 1000000000 ? (long)attempts : 0;
+	*ret_first = first > 0 ? first : 0;
+	*ret_wait = NULL;
+	if (wait && strlen(wait) <= 32 && schema_name_valid(wait) && !(*ret_wait = strdup(wait)))
+		return -ENOMEM;
+	return 0;
+}
+
 /* {"time":N,"version":"…","exit_code":N,"detail":"…"}, and from extra
  * "attempts", "first_failure" and "wait" when set. */
 static int status_value_extra(const char *version, int exit_code, const char *detail,
@@ -1175,6 +1193,7 @@ void host_record_release(struct host_record *h)
 	for (size_t i = 0; i < h->n_states; i++) {
 		free(h->states[i].version);
 		free(h->states[i].detail);
+		free(h->states[i].wait);
 	}
 	free(h->states);
 	free(h->alive_version);
@@ -1221,6 +1240,9 @@ int fleet_host_record(struct fleet *f, const char *host, struct host_record *ret
 			if ((version && !(st->version = strdup(version))) ||
 			    (detail && *detail && !(st->detail = strdup(detail))))
 				return -ENOMEM;
+			if ((r = status_extra_decode(obj, &st->attempts, &st->first_failure,
+						     &st->wait)) < 0)
+				return r;
 		}
 
 	_cleanup_(etcd_kv_releasep) struct etcd_kv kv = { 0 };
@@ -1658,6 +1680,9 @@ static struct host_view *view_find(struct fleet_view *v, const char *host)
 struct status_seen {
 	int64_t time[_STATUS_TYPE_MAX];
 	char *detail[_STATUS_TYPE_MAX];
+	long attempts[_STATUS_TYPE_MAX];
+	int64_t first_failure[_STATUS_TYPE_MAX];
+	char *wait[_STATUS_TYPE_MAX];
 };
 
 static int view_add_status(struct host_view *h, struct status_seen *seen, char **parts,
@@ -1684,6 +1709,11 @@ static int view_add_status(struct host_view *h, struct status_seen *seen, char *
 		h->puppet_exit_code = (int)json_get_int(obj, "exit_code");
 	free(seen->detail[type]);
 	seen->detail[type] = NULL;
+	free(seen->wait[type]);
+	int r = status_extra_decode(obj, &seen->attempts[type], &seen->first_failure[type],
+				    &seen->wait[type]);
+	if (r < 0)
+		return r;
 	const char *d = json_get_string(obj, "detail");
 	if (d && *d)
 		return text_tail(d, SCHEMA_DETAIL_MAX, &seen->detail[type]);
@@ -1772,8 +1802,10 @@ static void status_seen_free(struct status_seen *seen, size_t n)
 	if (!seen)
 		return;
 	for (size_t i = 0; i < n; i++)
-		for (int t = 0; t < _STATUS_TYPE_MAX; t++)
+		for (int t = 0; t < _STATUS_TYPE_MAX; t++) {
 			free(seen[i].detail[t]);
+			free(seen[i].wait[t]);
+		}
 	free(seen);
 }
 
@@ -1808,10 +1840,16 @@ static int view_build(struct view_read *vr, const char *P, struct fleet_view *v)
 	 * validation failed */
 	for (size_t i = 0; i < v->n; i++) {
 		struct host_view *h = &v->hosts[i];
-		if (h->puppet == STATE_FAILED || h->puppet == STATE_PENDING)
-			h->detail = TAKE_PTR(seen[i].detail[STATUS_PUPPET]);
-		else if (h->validation == STATE_FAILED)
-			h->detail = TAKE_PTR(seen[i].detail[STATUS_VALIDATION]);
+		int t = h->puppet == STATE_FAILED || h->puppet == STATE_PENDING ? STATUS_PUPPET :
+			h->validation == STATE_FAILED ? STATUS_VALIDATION : -1;
+		if (t < 0)
+			continue;
+		h->detail = TAKE_PTR(seen[i].detail[t]);
+		h->attempts = seen[i].attempts[t];
+		h->first_failure = seen[i].first_failure[t];
+		/* a wait is said by a pending state only */
+		if (h->puppet == STATE_PENDING)
+			h->wait = TAKE_PTR(seen[i].wait[t]);
 	}
 	status_seen_free(seen, v->n);
 
@@ -1898,6 +1936,7 @@ void fleet_view_release(struct fleet_view *v)
 		free(h->group);
 		free(h->detail);
 		free(h->paused);
+		free(h->wait);
 	}
 	free(v->hosts);
 	free(v->current_version);

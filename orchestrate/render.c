@@ -15,11 +15,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <cjson/cJSON.h>
 
 #include "buf.h"
 #include "cleanup.h"
 #include "fleet.h"
+#include "fleet_rollout.h"
 #include "render.h"
 #include "schema.h"
 #include "utf8.h"
@@ -70,6 +72,21 @@ int render_age(int64_t seconds, struct buf *out)
 	if (seconds < 86400)
 		return buf_printf(out, "%lldh", (long long)(seconds / 3600));
 	return buf_printf(out, "%lldd", (long long)(seconds / 86400));
+}
+
+int render_clock(int64_t t, int64_t now, struct buf *out)
+{
+	time_t tt = (time_t)t;
+	struct tm tm;
+	char text[32];
+
+	if (t <= 0 || !localtime_r(&tt, &tm))
+		return buf_adds(out, "?");
+	/* the time of day is enough within a day; older, the date says which */
+	if (strftime(text, sizeof(text), t <= now && now - t < 86400 ? "%H:%M" : "%Y-%m-%d %H:%M",
+		     &tm) == 0)
+		return buf_adds(out, "?");
+	return buf_adds(out, text);
 }
 
 static bool host_behind(const struct fleet_view *v, const struct host_view *h)
@@ -126,20 +143,32 @@ static bool line_is_error(const char *p, const char *end)
 }
 
 /*
- * The detail as one line of at most width columns: its last line that looks
- * like an error (a failed `puppet apply` ends with "Notice: Applied catalog",
- * its "Error:" is above), else its last non-blank line, as a table cell
- * (render_sanitize()), cut at a character boundary with "..." when too long.
+ * The detail as one line of at most width columns: prefix (made here: "attempt
+ * 3 since 12:01: ", "wait slot: "; may be NULL), then the detail's last line
+ * that looks like an error (a failed `puppet apply` ends with "Notice: Applied
+ * catalog", its "Error:" is above), else its last non-blank line, as a table
+ * cell (render_sanitize()), cut at a character boundary with "..." when too
+ * long.  A prefix with no detail loses its ": ".
  */
-static int detail_cell(const char *detail, size_t width, struct buf *out)
+static int detail_cell(const char *prefix, const char *detail, size_t width, struct buf *out)
 {
 	_cleanup_(buf_releasep) struct buf cell = BUF_INIT;
 	const char *start, *end;
 	size_t w = 0;
 	int r;
 
-	if (!detail)
-		return 0;
+	if (!detail || !*detail) {
+		if (!prefix || !*prefix)
+			return 0;
+		if ((r = buf_adds(&cell, prefix)) < 0)
+			return r;
+		while (cell.len > 0 && (cell.data[cell.len - 1] == ' ' ||
+					cell.data[cell.len - 1] == ':'))
+			cell.data[--cell.len] = '\0';
+		detail = "";
+	} else if (prefix && (r = buf_adds(&cell, prefix)) < 0) {
+		return r;
+	}
 	end = detail + strlen(detail);
 	while (end > detail && (unsigned char)end[-1] <= ' ')
 		end--;
@@ -290,6 +319,25 @@ static void print_cell(FILE *out, const char *text, const char *color, size_t wi
 		fprintf(out, "%*s", (int)(width - text_width(text) + COLUMN_GAP), "");
 }
 
+/* What DETAIL says before the detail: a failure's attempts and since when
+ * ("attempt 3 since 12:01: "), or why a pending host waits ("wait slot: "). */
+static int detail_prefix(const struct host_view *h, int64_t now, struct buf *out)
+{
+	int r;
+
+	if (host_failed(h) && h->attempts > 0) {
+		if ((r = buf_printf(out, "attempt %ld", h->attempts)) < 0)
+			return r;
+		if (h->first_failure > 0 &&
+		    ((r = buf_adds(out, " since ")) < 0 || (r = render_clock(h->first_failure, now, out)) < 0))
+			return r;
+		return buf_adds(out, ": ");
+	}
+	if (h->puppet == STATE_PENDING && h->wait)
+		return buf_printf(out, "wait %s: ", h->wait);
+	return 0;
+}
+
 static int table_rows(const struct fleet_view *v, FILE *out,
 		      const struct render_status_options *o)
 {
@@ -335,16 +383,21 @@ static int table_rows(const struct fleet_view *v, FILE *out,
 	for (size_t i = 0; i < n; i++) {
 		_cleanup_(buf_releasep) struct buf detail = BUF_INIT;
 		_cleanup_(buf_releasep) struct buf paused = BUF_INIT;
+		_cleanup_(buf_releasep) struct buf prefix = BUF_INIT;
 		const char *text = rows[i].h->detail;
 		/* A failure says more than a pause; a paused host says why it waits. */
-		if (!text && rows[i].h->paused) {
+		if (!text && !rows[i].h->wait && rows[i].h->paused) {
 			if (buf_printf(&paused, "paused: %s", rows[i].h->paused) < 0) {
 				rows_free(rows, n);
 				return -ENOMEM;
 			}
 			text = buf_str(&paused);
 		}
-		r = detail_cell(text, detail_width, &detail);
+		if (detail_prefix(rows[i].h, o->now, &prefix) < 0) {
+			rows_free(rows, n);
+			return -ENOMEM;
+		}
+		r = detail_cell(buf_str(&prefix), text, detail_width, &detail);
 		if (r < 0) {
 			rows_free(rows, n);
 			return r;
@@ -574,7 +627,114 @@ static void header_policy(FILE *out, const struct render_status_options *o, cons
 		for (size_t i = 0; i < p->n_groups; i++)
 			fprintf(out, "%s%s", i ? " > " : " ", p->groups[i]);
 	}
+	if (p->has_max_failures)
+		fprintf(out, ", max_failures %ld", p->max_failures);
+	if (p->max_fail_percent > 0)
+		fprintf(out, ", max_fail_percent %g", p->max_fail_percent);
+	if (p->healthy_deadline)
+		fprintf(out, ", healthy_deadline %lds", p->healthy_deadline);
+	if (p->progress_deadline)
+		fprintf(out, ", progress_deadline %lds", p->progress_deadline);
+	if (p->min_healthy_time)
+		fprintf(out, ", min_healthy_time %lds", p->min_healthy_time);
+	if (p->canary)
+		fprintf(out, ", canary %ld%s", p->canary, p->auto_promote ? " (auto_promote)" : "");
+	if (p->auto_revert)
+		fputs(", auto_revert", out);
 	fputc('\n', out);
+}
+
+/* The failures a rollout may have before it halts: max_failures, and
+ * max_fail_percent of the alive hosts (more than that halts: 10% of 25 alive
+ * allows 2), the smaller when both are set.  -1: no budget. */
+static long failure_budget(const struct rollout_policy *p, size_t alive)
+{
+	long budget = -1;
+
+	if (p->has_max_failures)
+		budget = p->max_failures;
+	if (p->max_fail_percent > 0) {
+		long b = (long)(p->max_fail_percent * (double)alive / 100.0 + 1e-9);
+		if (budget < 0 || b < budget)
+			budget = b;
+	}
+	return budget;
+}
+
+int render_halt_text(const struct rollout_state *s, int64_t now, struct buf *out)
+{
+	const struct rollout_record *h = &s->halt;
+	int r;
+
+	if (!s->halted && !s->reverted)
+		return 0;
+	if (s->halted)
+		r = buf_adds(out, "HALTED: ");
+	else
+		r = buf_printf(out, "reverted to %s after %s halted: ", s->version, h->version);
+	if (r < 0)
+		return r;
+	const char *reason = h->reason && *h->reason ? h->reason : "no reason recorded";
+	if ((r = render_sanitize(reason, strlen(reason), RENDER_LINE, out)) < 0)
+		return r;
+	if (h->host || h->time > 0) {
+		if ((r = buf_adds(out, " (")) < 0 ||
+		    (h->host && (r = buf_printf(out, "by %s%s", h->host, h->time > 0 ? " " : "")) < 0) ||
+		    (h->time > 0 && ((r = buf_adds(out, "at ")) < 0 ||
+				     (r = render_clock(h->time, now, out)) < 0)) ||
+		    (r = buf_adds(out, ")")) < 0)
+			return r;
+	}
+	if (s->halted && h->reverted_to && (r = buf_printf(out, ", reverted to %s", h->reverted_to)) < 0)
+		return r;
+	return 0;
+}
+
+/* The rollout's safety state, a line each when there is something to say:
+ * "rollout: HALTED: ..." or "rollout: reverted to v41 after v42 halted: ...",
+ * "canary: 2/3 done, waiting for promote", "failures: 1 failed of budget 2". */
+static int header_rollout(const struct fleet_view *v, FILE *out,
+			  const struct render_status_options *o, size_t alive)
+{
+	const struct rollout_state *s = o->rollout;
+	const struct rollout_policy *p = o->policy;
+	const char *bold = o->color ? ANSI_BOLD : "", *reset = o->color ? ANSI_RESET : "";
+	int r;
+
+	if (!s || !s->version || !v->current_version)
+		return 0;
+	if (s->halted || s->reverted) {
+		_cleanup_(buf_releasep) struct buf text = BUF_INIT;
+		if ((r = render_halt_text(s, o->now, &text)) < 0)
+			return r;
+		fprintf(out, "%srollout:%s %s%s%s\n", bold, reset,
+			s->halted && o->color ? ANSI_RED ANSI_BOLD : "", buf_str(&text),
+			s->halted && o->color ? ANSI_RESET : "");
+	}
+	if ((p && p->canary > 0) || s->promoted || s->canaries_done > 0) {
+		fprintf(out, "%scanary:%s ", bold, reset);
+		if (p && p->canary > 0)
+			fprintf(out, "%zu/%ld done", s->canaries_done, p->canary);
+		else
+			fprintf(out, "%zu done", s->canaries_done);
+		if (s->promoted)
+			fputs(", promoted\n", out);
+		else if (p && p->canary > 0 && s->canaries_done >= (size_t)p->canary)
+			fprintf(out, ", waiting for %s\n", p->auto_promote ? "auto_promote" : "promote");
+		else
+			fputs(", waiting for the canaries\n", out);
+	}
+	long budget = p ? failure_budget(p, alive) : -1;
+	if (budget >= 0) {
+		fprintf(out, "%sfailures:%s %zu failed of budget %ld", bold, reset, s->failed, budget);
+		if (p->max_fail_percent > 0)
+			fprintf(out, " (max_fail_percent %g of %zu alive%s)", p->max_fail_percent,
+				alive, p->has_max_failures ? ", max_failures" : "");
+		fputc('\n', out);
+	} else if (s->failed > 0) {
+		fprintf(out, "%sfailures:%s %zu failed\n", bold, reset, s->failed);
+	}
+	return 0;
 }
 
 /* What an operator reads first, at the top (status --watch keeps it on
@@ -597,6 +757,8 @@ static int table_header(const struct fleet_view *v, FILE *out,
 	fputc('\n', out);
 	if (o->show_policy)
 		header_policy(out, o, bold, reset);
+	if ((r = header_rollout(v, out, o, sc.alive)) < 0)
+		return r;
 	if ((r = header_progress(v, out, o, bold, reset)) < 0)
 		return r;
 	fprintf(out, "%shosts:%s %zu, behind %zu, alive %zu, unaccounted %zu", bold, reset, v->n,
@@ -703,7 +865,45 @@ static cJSON *json_host(const struct host_view *h)
 	    !json_add(obj, "group", json_string_or_null(h->group)) ||
 	    !json_add(obj, "changed", cJSON_CreateNumber((double)h->changed)) ||
 	    !json_add(obj, "detail", json_string_or_null(h->detail)) ||
-	    !json_add(obj, "paused", json_string_or_null(h->paused)))
+	    !json_add(obj, "paused", json_string_or_null(h->paused)) ||
+	    !json_add(obj, "attempts", cJSON_CreateNumber((double)h->attempts)) ||
+	    !json_add(obj, "first_failure", cJSON_CreateNumber((double)h->first_failure)) ||
+	    !json_add(obj, "wait", json_string_or_null(h->wait)))
+		return NULL;
+	return TAKE_PTR(obj);
+}
+
+/* The rollout's safety state: {"version","trigger","halted","reverted",
+ * "halt":{"version","trigger","time","host","reason","reverted_to","failed"}
+ * or null,"promoted","failed","canaries_done"}. */
+static cJSON *json_rollout(const struct rollout_state *s)
+{
+	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
+	const struct rollout_record *h = &s->halt;
+
+	if (!obj ||
+	    !json_add(obj, "version", json_string_or_null(s->version)) ||
+	    !json_add(obj, "trigger", cJSON_CreateNumber((double)s->trigger)) ||
+	    !json_add(obj, "halted", cJSON_CreateBool(s->halted)) ||
+	    !json_add(obj, "reverted", cJSON_CreateBool(s->reverted)))
+		return NULL;
+	if (s->halted || s->reverted) {
+		cJSON *halt = cJSON_AddObjectToObject(obj, "halt");
+		if (!halt ||
+		    !json_add(halt, "version", json_string_or_null(h->version)) ||
+		    !json_add(halt, "trigger", cJSON_CreateNumber((double)h->trigger)) ||
+		    !json_add(halt, "time", cJSON_CreateNumber((double)h->time)) ||
+		    !json_add(halt, "host", json_string_or_null(h->host)) ||
+		    !json_add(halt, "reason", json_string_or_null(h->reason)) ||
+		    !json_add(halt, "reverted_to", json_string_or_null(h->reverted_to)) ||
+		    !json_add(halt, "failed", cJSON_CreateNumber((double)h->failed)))
+			return NULL;
+	} else if (!json_add(obj, "halt", cJSON_CreateNull())) {
+		return NULL;
+	}
+	if (!json_add(obj, "promoted", cJSON_CreateBool(s->promoted)) ||
+	    !json_add(obj, "failed", cJSON_CreateNumber((double)s->failed)) ||
+	    !json_add(obj, "canaries_done", cJSON_CreateNumber((double)s->canaries_done)))
 		return NULL;
 	return TAKE_PTR(obj);
 }
@@ -774,7 +974,8 @@ static int json_emit(cJSON *obj, FILE *out)
 	return stream_status(out);
 }
 
-int render_status_json(const struct fleet_view *v, FILE *out)
+int render_status_json(const struct fleet_view *v, const struct rollout_state *rollout,
+		       FILE *out)
 {
 	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
 	cJSON *hosts;
@@ -782,7 +983,8 @@ int render_status_json(const struct fleet_view *v, FILE *out)
 	if (!obj ||
 	    !json_add(obj, "current_version", json_string_or_null(v->current_version)) ||
 	    !json_add(obj, "previous_version", json_string_or_null(v->previous_version)) ||
-	    !json_add(obj, "revision", cJSON_CreateNumber((double)v->revision)))
+	    !json_add(obj, "revision", cJSON_CreateNumber((double)v->revision)) ||
+	    (rollout && !json_add(obj, "rollout", json_rollout(rollout))))
 		return -ENOMEM;
 	hosts = cJSON_AddArrayToObject(obj, "hosts");
 	if (!hosts)
@@ -945,13 +1147,15 @@ int render_failures(FILE *out, const struct fleet_failures *fl, bool hosts)
 	return stream_status(out);
 }
 
-int render_json_failures(FILE *out, const struct fleet_failures *fl)
+int render_json_failures(FILE *out, const struct fleet_failures *fl,
+			 const struct rollout_state *rollout)
 {
 	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
 
 	if (!obj || !json_add(obj, "failed_puppet", json_strings(fl->puppet)) ||
 	    !json_add(obj, "failed_validation", json_strings(fl->validation)) ||
-	    !json_add(obj, "unaccounted", json_strings(fl->unaccounted)))
+	    !json_add(obj, "unaccounted", json_strings(fl->unaccounted)) ||
+	    (rollout && !json_add(obj, "rollout", json_rollout(rollout))))
 		return -ENOMEM;
 	return json_emit(obj, out);
 }
@@ -1081,6 +1285,22 @@ int render_policy(FILE *out, const struct rollout_policy *p)
 			fprintf(out, " %s", p->groups[i]);
 		fputc('\n', out);
 	}
+	if (p->has_max_failures)
+		fprintf(out, "max_failures: %ld\n", p->max_failures);
+	if (p->max_fail_percent > 0)
+		fprintf(out, "max_fail_percent: %g\n", p->max_fail_percent);
+	if (p->healthy_deadline)
+		fprintf(out, "healthy_deadline: %ld\n", p->healthy_deadline);
+	if (p->progress_deadline)
+		fprintf(out, "progress_deadline: %ld\n", p->progress_deadline);
+	if (p->min_healthy_time)
+		fprintf(out, "min_healthy_time: %ld\n", p->min_healthy_time);
+	if (p->auto_revert)
+		fputs("auto_revert: yes\n", out);
+	if (p->canary)
+		fprintf(out, "canary: %ld\n", p->canary);
+	if (p->auto_promote)
+		fputs("auto_promote: yes\n", out);
 	return stream_status(out);
 }
 
@@ -1133,6 +1353,8 @@ int render_host(FILE *out, const struct fleet_view *v, const struct host_view *h
 	fputs("paused:       ", out);
 	print_line(out, h->paused ? h->paused : "no");
 	fputc('\n', out);
+	if (h->wait)
+		fprintf(out, "waits:        %s\n", h->wait);
 	if (rec->alive) {
 		fputs("alive:        yes, heard ", out);
 		print_ago(out, rec->alive_time, now);
@@ -1158,6 +1380,14 @@ int render_host(FILE *out, const struct fleet_view *v, const struct host_view *h
 			fprintf(out, ", exit %d", st->exit_code);
 		if (st->version)
 			fprintf(out, ", at %s", st->version);
+		if (st->state == STATE_FAILED && st->attempts > 0) {
+			_cleanup_(buf_releasep) struct buf since = BUF_INIT;
+			fprintf(out, ", attempt %ld", st->attempts);
+			if (st->first_failure > 0 && render_clock(st->first_failure, now, &since) == 0)
+				fprintf(out, " since %s", buf_str(&since));
+		}
+		if (st->state == STATE_PENDING && st->wait)
+			fprintf(out, ", wait %s", st->wait);
 		fputc('\n', out);
 		if (st->detail) {
 			_cleanup_(buf_releasep) struct buf d = BUF_INIT;
@@ -1187,7 +1417,8 @@ int render_json_host(FILE *out, const struct fleet_view *v, const struct host_vi
 	    !json_add_string(obj, "running_version", h->running_version) ||
 	    !json_add_string(obj, "desired_version", v->current_version) ||
 	    !json_add(obj, "behind", cJSON_CreateBool(host_behind(v, h))) ||
-	    !json_add_string(obj, "paused", h->paused))
+	    !json_add_string(obj, "paused", h->paused) ||
+	    !json_add_string(obj, "wait", h->wait))
 		return -ENOMEM;
 	if (rec->alive) {
 		if (!(alive = cJSON_AddObjectToObject(obj, "alive")) ||
@@ -1213,7 +1444,10 @@ int render_json_host(FILE *out, const struct fleet_view *v, const struct host_vi
 		    !json_add(s, "time", cJSON_CreateNumber((double)st->time)) ||
 		    !json_add(s, "exit_code", cJSON_CreateNumber(st->exit_code)) ||
 		    !json_add_string(s, "version", st->version) ||
-		    !json_add_string(s, "detail", st->detail))
+		    !json_add_string(s, "detail", st->detail) ||
+		    !json_add(s, "attempts", cJSON_CreateNumber((double)st->attempts)) ||
+		    !json_add(s, "first_failure", cJSON_CreateNumber((double)st->first_failure)) ||
+		    !json_add_string(s, "wait", st->wait))
 			return -ENOMEM;
 	}
 	return json_emit(obj, out);

@@ -6,15 +6,19 @@
 # sets up the two roles README.md ("Securing etcd") and orchestrate(1)
 # (AUTHENTICATION) document, with exactly those etcdctl commands, and proves:
 #
-#   operator  may write current_version, previous_version, the rollout policy
-#             and pauses, and read everything: trigger_update, rollback, pause
-#             work; publish_service and update_own_status exit 77, nothing
-#             written.
+#   operator  may write current_version, previous_version, the rollout policy,
+#             the halt, promotion and failure records, and pauses, and read
+#             everything: trigger_update, rollback, pause, promote and
+#             rollout_policy resume work; publish_service and update_own_status
+#             exit 77, nothing written.
 #   node      may write only the node-side prefixes (running_version, status,
-#             available_services, alive, rollout/holders, groups) and read
-#             current_version, previous_version, rollout/ and pause/: a daemon
-#             running as node registers, converges and publishes; trigger_update
-#             exits 77.
+#             available_services, alive, rollout/holders, rollout/failed,
+#             rollout/canary, groups) and the shared rollout/halted and
+#             rollout/promoted, and read current_version, previous_version,
+#             rollout/ and pause/: a daemon running as node registers, converges
+#             and publishes; trigger_update exits 77, and so does the write of
+#             current_version an automatic revert would make (not granted by
+#             default; orchestrate(1), ROLLOUT SAFETY).
 #
 # The prefix is the default, empty one, so P/current_version is /current_version.
 
@@ -35,13 +39,19 @@ test_expect_success 'setup: root, the operator and node roles (as documented), a
 	etcdctl_ role grant-permission operator readwrite "$P/current_version" >/dev/null &&
 	etcdctl_ role grant-permission operator readwrite "$P/previous_version" >/dev/null &&
 	etcdctl_ role grant-permission operator readwrite "$P/rollout/policy" >/dev/null &&
+	etcdctl_ role grant-permission operator readwrite "$P/rollout/halted" >/dev/null &&
+	etcdctl_ role grant-permission operator readwrite "$P/rollout/promoted" >/dev/null &&
+	etcdctl_ role grant-permission operator --prefix=true readwrite "$P/rollout/failed/" >/dev/null &&
 	etcdctl_ role grant-permission operator --prefix=true readwrite "$P/pause/" >/dev/null &&
 
 	etcdctl_ role add node >/dev/null &&
-	for d in running_version status available_services alive rollout/holders groups; do
+	for d in running_version status available_services alive rollout/holders \
+		 rollout/failed rollout/canary groups; do
 		etcdctl_ role grant-permission node --prefix=true readwrite "$P/$d/" >/dev/null ||
 			exit 1
 	done &&
+	etcdctl_ role grant-permission node readwrite "$P/rollout/halted" >/dev/null &&
+	etcdctl_ role grant-permission node readwrite "$P/rollout/promoted" >/dev/null &&
 	etcdctl_ role grant-permission node read "$P/current_version" >/dev/null &&
 	etcdctl_ role grant-permission node read "$P/previous_version" >/dev/null &&
 	etcdctl_ role grant-permission node --prefix=true read "$P/rollout/" >/dev/null &&
@@ -92,6 +102,25 @@ test_expect_success 'operator: the rollout policy is writable' '
 	test "$(etcdctl_json_field /rollout/policy max_parallel)" = 1
 '
 
+test_expect_success 'operator: the safety flags of rollout_policy set are writable' '
+	orch $OPS rollout_policy set --max-parallel 1 --max-failures 2 --canary 1 &&
+	test "$(etcdctl_json_field /rollout/policy max_failures)" = 2
+'
+
+test_expect_success 'operator: promote and rollout_policy resume work' '
+	orch $OPS promote >out &&
+	grep -q "^promoted the canaries of v1" out &&
+	test "$(etcdctl_json_field /rollout/promoted version)" = v1 &&
+	T=$(etcdctl_ get -w json /current_version | python3 -c "import json,sys; print(json.load(sys.stdin)[\"kvs\"][0][\"mod_revision\"])") &&
+	etcdctl_put /rollout/halted "{\"version\":\"v1\",\"trigger\":$T,\"reason\":\"test\"}" &&
+	etcdctl_put /rollout/failed/x1 "{\"version\":\"v1\",\"trigger\":$T}" &&
+	orch $OPS rollout_policy resume >out &&
+	grep -q "^rollout of v1 resumed (was halted: test)" out &&
+	! etcdctl_exists /rollout/halted &&
+	! etcdctl_exists /rollout/failed/x1 &&
+	orch $OPS rollout_policy set --max-parallel 1
+'
+
 test_expect_success 'operator: reads work (status, running_versions, get_failures)' '
 	orch $OPS status >out &&
 	orch $OPS running_versions >out &&
@@ -116,6 +145,28 @@ test_expect_success 'node: trigger_update and rollback exit 77, nothing written'
 	test_one_line err &&
 	test_expect_code 77 orch $NODE rollback 2>err &&
 	test_expect_code 77 orch $NODE pause 2>err &&
+	etcdctl_dump >after &&
+	test_cmp before after
+'
+
+test_expect_success 'node: the rollout records a node writes are writable' '
+	for k in /rollout/failed/n1 /rollout/canary/n1 /rollout/halted /rollout/promoted; do
+		ETCDCTL_USER=n1:n1pw etcdctl_ put "$k" "{\"version\":\"v1\",\"trigger\":1}" >/dev/null ||
+			{ echo "put $k was refused" >&4; exit 1; }
+	done &&
+	ETCDCTL_USER=n1:n1pw etcdctl_ del /rollout/failed/n1 >/dev/null &&
+	ETCDCTL_USER=n1:n1pw etcdctl_ del /rollout/canary/n1 >/dev/null &&
+	ETCDCTL_USER=n1:n1pw etcdctl_ del /rollout/halted >/dev/null &&
+	ETCDCTL_USER=n1:n1pw etcdctl_ del /rollout/promoted >/dev/null
+'
+
+test_expect_success 'node: not the policy, other rollout keys, nor the versions (no auto_revert grant)' '
+	etcdctl_dump >before &&
+	for k in /rollout/policy /rollout/other /rollout/haltedx /current_version /previous_version; do
+		! ETCDCTL_USER=n1:n1pw etcdctl_ put "$k" "{}" >/dev/null 2>err ||
+			{ echo "put $k was allowed" >&4; exit 1; }
+		grep -qi "permission denied" err || { cat err >&4; exit 1; }
+	done &&
 	etcdctl_dump >after &&
 	test_cmp before after
 '

@@ -41,6 +41,11 @@ test_expect_success 'node_identity --dry-run prints the grants and changes nothi
 	grep -x "READWRITE /running_version/a" grants &&
 	grep -x "READWRITE /available_services/svc-a/a" grants &&
 	grep -x "READWRITE /groups/g1/a" grants &&
+	grep -x "READWRITE /rollout/failed/a" grants &&
+	grep -x "READWRITE /rollout/canary/a" grants &&
+	grep -x "READWRITE /rollout/halted" grants &&
+	grep -x "READWRITE /rollout/promoted" grants &&
+	! grep "/current_version\$" grants | grep -q WRITE &&
 	grep -x "READ      /pause/ (prefix)" grants &&
 	! grep "/b\$" grants &&
 	etcdctl_ role get orchestrate-node-a >after &&
@@ -110,6 +115,14 @@ test_expect_success 'as a: its own writes work' '
 	etcdctl_exists /available_services/svc-a/a &&
 	orch $A --hostname a unpublish_service svc-a &&
 	identity_refused available_services --hostname a publish_service other --address eth0=10.0.0.1
+'
+
+test_expect_success 'as a: its rollout records and the shared halt and promotion' '
+	for k in /rollout/failed/a /rollout/canary/a /rollout/halted /rollout/promoted; do
+		etcdctl_as_a put "$k" "{\"version\":\"v0\",\"trigger\":1}" >/dev/null ||
+			{ echo "put $k was refused" >&4; exit 1; }
+		etcdctl_as_a del "$k" >/dev/null || exit 1
+	done
 '
 
 test_expect_success 'as a: reads work (current_version, hosts_at_version)' '

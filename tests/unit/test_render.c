@@ -52,7 +52,7 @@ static char *json(const struct fleet_view *v, int *ret)
 	char *text = NULL;
 	size_t len = 0;
 	FILE *f = open_memstream(&text, &len);
-	*ret = render_status_json(v, f);
+	*ret = render_status_json(v, NULL, f);
 	fclose(f);
 	return text;
 }
