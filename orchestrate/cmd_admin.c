@@ -388,14 +388,13 @@ static int policy_from_options(struct rollout_policy *p)
 	const char *problem = rollout_policy_problem(p);
 	if (problem)
 		return cli_error(EXIT_USAGE, "invalid rollout policy: %s", problem);
-	/* The canaries are the first N hosts to take a slot: without a limit
-	 * every host may take one at once.  The nodes then queue for slots all
-	 * the same (rollout_policy_problem() accepts it), but it is most often
-	 * a forgotten option. */
+	/* Without a limit the nodes queue for the N canary slots, and after
+	 * promote every host runs at once: valid (rollout_policy_problem()
+	 * accepts it), but most often a forgotten option. */
 	if (p->canary > 0 && p->max_parallel == 0 && p->max_percent == 0)
-		cli_warn("warning: --canary without --max-parallel or --max-percent: the canaries "
-			 "are the first %ld hosts to take a slot, and nothing else limits the slots",
-			 p->canary);
+		cli_warn("warning: --canary without --max-parallel or --max-percent: after the "
+			 "%ld canar%s, promote lets every host run at once", p->canary,
+			 p->canary == 1 ? "y" : "ies");
 	return 0;
 }
 

@@ -4,10 +4,11 @@
  * etcd grants a role permissions on exact keys and [key, range_end) ranges.
  * Every key a node writes ends in its host name at a fixed place of the
  * layout, so host H's writes are a short, fixed list of exact keys: its
- * states, alive/H, running_version/H, rollout/holders/H, rollout/failed/H,
- * rollout/canary/H, groups/G/H and available_services/S/H for each service
- * named; and two keys every node shares, rollout/halted and rollout/promoted
- * (a node that sees the failure budget exceeded halts the rollout).  It reads what it acts on:
+ * states, alive/H, running_version/H, rollout/holders/H, rollout/canary/H,
+ * groups/G/H and available_services/S/H for each service named; and what
+ * every node shares: rollout/failed/ (a host that died holding a slot gets
+ * its record from another), rollout/halted and rollout/promoted (a node that
+ * sees the failure budget exceeded halts the rollout).  It reads what it acts on:
  * the versions, pause/, rollout/, the catalog, and (for staged rollouts)
  * alive/, running_version/ and groups/.  fleet_identity_grants() computes that
  * list (pure); fleet_identity_apply() makes the etcd user H and the role
@@ -118,12 +119,15 @@ int fleet_identity_grants(const char *P, const char *host, const char *group,
 		r = grants_add(&g, key_running_version(P, host), false, FLEET_PERM_READWRITE);
 	if (r >= 0)
 		r = grants_add(&g, key_rollout_holder(P, host), false, FLEET_PERM_READWRITE);
-	/* a rollout that stops itself: the host's failure and canary records,
-	 * and the two shared records any node may write (the halt it saw, the
-	 * automatic promotion).  Not current_version: an automatic revert needs
-	 * that granted by hand (orchestrate(1), ROLLOUT SAFETY). */
+	/* a rollout that stops itself: the host's canary record, the failure
+	 * records (all of them: the first host in the queue writes the record
+	 * of a host that died holding a slot), and the two shared records any
+	 * node may write (the halt it saw, the automatic promotion) — a node
+	 * that may halt the rollout gains nothing by writing a failure.  Not
+	 * current_version: an automatic revert needs that granted by hand
+	 * (orchestrate(1), ROLLOUT SAFETY). */
 	if (r >= 0)
-		r = grants_add(&g, key_rollout_failed(P, host), false, FLEET_PERM_READWRITE);
+		r = grants_add(&g, key_rollout_failed_dir(P), true, FLEET_PERM_READWRITE);
 	if (r >= 0)
 		r = grants_add(&g, key_rollout_canary(P, host), false, FLEET_PERM_READWRITE);
 	if (r >= 0)

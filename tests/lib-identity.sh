@@ -25,13 +25,13 @@ identity_refused () {
 }
 
 # identity_etcdctl_refused  — with a's credentials, etcd itself refuses every
-# write of b's keys (alive, slot, failure and canary records, group, state,
+# write of b's keys (alive, slot, canary record, group, state,
 # running version) and of the keys no node writes (the versions: an automatic
 # revert needs them granted by hand), and deletes under them; nothing changes.
 identity_etcdctl_refused () {
 	etcdctl_dump >before.$$ &&
 	for k in /alive/b /rollout/holders/b /groups/g1/b /status/puppet/success/b /running_version/b \
-		 /rollout/failed/b /rollout/canary/b /rollout/other \
+		 /rollout/canary/b /rollout/other \
 		 /groups/g2/a /available_services/other/a /current_version /previous_version \
 		 /rollout/policy; do
 		! etcdctl_as_a put "$k" "{}" >/dev/null 2>err || { echo "put $k was allowed" >&4; return 1; }

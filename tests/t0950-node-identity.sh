@@ -41,7 +41,7 @@ test_expect_success 'node_identity --dry-run prints the grants and changes nothi
 	grep -x "READWRITE /running_version/a" grants &&
 	grep -x "READWRITE /available_services/svc-a/a" grants &&
 	grep -x "READWRITE /groups/g1/a" grants &&
-	grep -x "READWRITE /rollout/failed/a" grants &&
+	grep -x "READWRITE /rollout/failed/ (prefix)" grants &&
 	grep -x "READWRITE /rollout/canary/a" grants &&
 	grep -x "READWRITE /rollout/halted" grants &&
 	grep -x "READWRITE /rollout/promoted" grants &&
