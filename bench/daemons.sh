@@ -6,6 +6,8 @@
 #   bench/daemons.sh                   100 daemons on one etcd (DAEMONS=N to change)
 #   SERVICES=1 bench/daemons.sh        every daemon offers the service `web`
 #   CONSUMES=db bench/daemons.sh       ...and renders only `db` (node.consumes)
+#   POLICY='{"max_parallel":50,"max_fail_percent":10}' bench/daemons.sh
+#                                      the triggers run under that rollout policy
 #
 # Measures:
 #   - idle memory of one daemon: VmRSS, and its anonymous (private) part;
@@ -27,6 +29,8 @@ idle_seconds=${IDLE_SECONDS:-60}
 triggers=${TRIGGERS:-3}
 services=${SERVICES:-0}
 consumes=${CONSUMES-}
+policy=${POLICY-}	# e.g. POLICY='{"max_parallel":50,"max_fail_percent":10}'
+
 export SETTLE=${SETTLE:-3} SETTLE_TIMEOUT=${SETTLE_TIMEOUT:-120}
 export TRIGGER_TIMEOUT=${TRIGGER_TIMEOUT:-120}
 export PATH="$top/bin:$PATH"
@@ -110,7 +114,11 @@ echo "watch streams per daemon: $(etcd_gauge etcd_debugging_mvcc_watch_stream_to
 	awk -v n="$daemons" '{ printf "%.2f", $1 / n }')"
 
 echo
-echo "trigger -> config hook start, and -> at the version, $daemons daemons, no policy, splay 0 (ms):"
+if [ -n "$policy" ]; then
+	etcdctl_ put /rollout/policy "$policy" >/dev/null
+	sleep "$SETTLE"
+fi
+echo "trigger -> config hook start, and -> at the version, $daemons daemons, policy ${policy:-none}, splay 0 (ms):"
 printf '  %-8s %8s %8s %8s %8s %8s %10s\n' version started p50 p99 max at all_at_ms
 for t in $(seq 1 "$triggers"); do
 	v=bench$t

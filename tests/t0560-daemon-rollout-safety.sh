@@ -215,14 +215,26 @@ test_expect_success 'a host that dies holding a slot counts against the budget' 
 	etcdctl_put /current_version v8a &&
 	wait_for "test \$(grep -c config-start \"$TRASH/runs.log\") -ge 1" 10 &&
 	holder=$(awk "/config-start/ { print \$2; exit }" "$TRASH/runs.log") &&
+	echo $holder >dead &&
 	pgid=$(cat $holder/config.pid) &&
 	kill -9 $(node_pid $holder) &&
 	/bin/kill -KILL -- -"$pgid" &&
 	# its lease expires, its holder goes, the next in the queue looks
-	wait_for "etcdctl_exists /rollout/halted && test \"\$(field /rollout/halted version)\" = v8a" 40 &&
+	wait_for "etcdctl_exists /rollout/halted && test \"\$(field /rollout/halted version)\" = v8a" 40
+'
+
+test_expect_success 'the dead host has a failure record, and no other host started' '
+	holder=$(cat dead) &&
+	etcdctl_get /rollout/failed/$holder >&4 &&
 	test "$(field /rollout/failed/$holder stage)" = died &&
+	etcdctl_get /rollout/halted >&4 &&
 	field /rollout/halted reason | grep -q "1 host failed, more than max_failures 0" &&
-	test "$(grep -c config-start "$TRASH/runs.log")" = 1 &&
+	cat "$TRASH/runs.log" >&4 &&
+	test "$(grep -c config-start "$TRASH/runs.log")" = 1
+'
+
+test_expect_success 'the dead host restarts; resumed, the rollout finishes' '
+	holder=$(cat dead) &&
 	for n in $NODES; do echo 0 >$n/config.sleep; done &&
 	start_node $holder &&
 	etcdctl_ del --prefix /rollout/failed/ >/dev/null &&
