@@ -111,6 +111,7 @@ UNIT_TESTS = \
 	tests/unit/test_hook \
 	tests/unit/test_local \
 	tests/unit/test_rollout \
+	tests/unit/test_wait \
 	tests/unit/test_etcd_range
 
 # The binaries go to bin/: orchestrate/ is the source folder, and a file cannot

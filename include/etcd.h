@@ -231,6 +231,17 @@ int etcd_watch(struct etcd_client *c, const char *key, bool prefix, int64_t star
 	       int64_t *ret_compact_revision);
 
 /*
+ * The same over several ranges on one stream (struct etcd_watch_range below;
+ * each from its own start_revision): a frame's events all belong to one range,
+ * and fn tells which from the keys.  A compaction of any range ends the watch
+ * with -ESTALE.
+ */
+struct etcd_watch_range;
+int etcd_watch_ranges(struct etcd_client *c, const struct etcd_watch_range *ranges,
+		      size_t n_ranges, uint64_t deadline_ms, etcd_watch_fn fn, void *userdata,
+		      int64_t *ret_compact_revision);
+
+/*
  * Asynchronous watches for the daemon.  After etcd_client_attach_event(), a
  * watch started with etcd_watch_start_ranges() runs on the event loop.  It resumes by
  * itself on a dropped stream (next endpoint, from the last revision seen + 1) and

@@ -412,17 +412,41 @@ static inline void fleet_failures_releasep(struct fleet_failures *fl) { fleet_fa
  *
  * Each returns 1 when the answer is yes, 0 when the deadline passed first (its
  * out parameters then describe the last state seen), or a negative code.
- * progress, when not NULL, is called with how far the answer is (have of want)
- * after the first read and after each change of it.
+ * progress, when not NULL, is called with how far the answer is after the
+ * first read and after each change of it.
  */
-typedef void (*fleet_progress_fn)(size_t have, size_t want, void *userdata);
+struct fleet_progress {
+	size_t have;		/* hosts at the version (that publish the service) */
+	size_t want;		/* of how many */
+	/* With FLEET_WAIT_STATES (the waits for a version), of the hosts not at
+	 * the version yet (fleet_wait_host_state()): */
+	bool states;		/* failed and waiting were counted (etcd let us read them) */
+	size_t failed;		/* failed at the version: config or validation */
+	size_t waiting;		/* pending for the version: waiting for a slot, a group... */
+	/* The rollout of the version is halted (fleet_wait_halt_applies()): why
+	 * (as stored, "" when no reason was recorded; NULL: not halted), and
+	 * what an automatic revert went back to (NULL: none). */
+	const char *halted;
+	const char *reverted_to;
+};
+typedef void (*fleet_progress_fn)(const struct fleet_progress *p, void *userdata);
+
+/* flags of the waits for a version */
+enum {
+	/* Count failed and waiting hosts and the halt for progress too: reads
+	 * and watches status/puppet/failed/, status/validation/failed/,
+	 * status/puppet/pending/, rollout/halted and current_version besides
+	 * running_version/, on the same stream.  For a person watching only: a
+	 * range etcd does not let the user read is left out, not an error. */
+	FLEET_WAIT_STATES = 1 << 0,
+};
 
 /* Until every host of hosts (NULL-terminated, valid names; repeats count once)
  * runs version.  *ret_missing: those that do not, in the order given (never
  * NULL, empty on 1). */
 int fleet_wait_hosts_at_version(struct fleet *f, const char *version, char *const *hosts,
-				uint64_t deadline_ms, fleet_progress_fn progress, void *userdata,
-				char ***ret_missing);
+				uint64_t deadline_ms, unsigned flags, fleet_progress_fn progress,
+				void *userdata, char ***ret_missing);
 
 /* How many hosts run a version (check_single_version's answer). */
 struct fleet_version_count {
@@ -435,7 +459,7 @@ void fleet_version_counts_free(struct fleet_version_count *counts, size_t n);
  * the hosts of every running version, sorted by version (caller frees with
  * fleet_version_counts_free()). */
 int fleet_wait_single_version(struct fleet *f, const char *version, uint64_t deadline_ms,
-			      fleet_progress_fn progress, void *userdata,
+			      unsigned flags, fleet_progress_fn progress, void *userdata,
 			      struct fleet_version_count **ret_counts, size_t *ret_n);
 
 /* Until count hosts publish service (counting only healthy ones with healthy),
@@ -444,6 +468,35 @@ int fleet_wait_single_version(struct fleet *f, const char *version, uint64_t dea
 int fleet_wait_service(struct fleet *f, const char *service, size_t count, bool healthy,
 		       uint64_t deadline_ms, fleet_progress_fn progress, void *userdata,
 		       size_t *ret_seen);
+
+/*
+ * What the progress of a wait for version counts a host as, from the version
+ * it runs and the versions of its puppet/failed, validation/failed and
+ * puppet/pending statuses (each NULL when it has none): at the version; else
+ * failed when a failed status is about the version (a retrying host keeps
+ * it); else waiting when its pending status is; else other (behind, or
+ * running now).  Pure, for the unit tests.
+ */
+enum fleet_host_state {
+	FLEET_HOST_AT,
+	FLEET_HOST_FAILED,
+	FLEET_HOST_WAITING,
+	FLEET_HOST_OTHER,
+};
+enum fleet_host_state fleet_wait_host_state(const char *version, const char *running,
+					    const char *puppet_failed,
+					    const char *validation_failed, const char *pending);
+
+/*
+ * Whether halt (a decoded rollout/halted) stops the rollout of version, given
+ * current_version (NULL when unset) and its mod revision: the record is about
+ * version, and, when current_version is version again, belongs to its trigger
+ * (a new trigger of the version leaves the old record behind, ignored).  A
+ * halt whose revert put another version in place still applies.
+ */
+struct rollout_record;
+bool fleet_wait_halt_applies(const struct rollout_record *halt, const char *version,
+			     const char *current, int64_t current_mod);
 
 /* Blocks until anything below the prefix changes after revision (status
  * --watch); 0 then, or a negative code.  A compacted revision counts as a

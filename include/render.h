@@ -88,6 +88,16 @@ int render_status_json(const struct fleet_view *v, const struct rollout_state *r
  * after V42 halted: REASON (by ...)"; nothing when s is neither halted nor
  * reverted.  Appends to out. */
 int render_halt_text(const struct rollout_state *s, int64_t now, struct buf *out);
+/*
+ * A wait's progress line (verify_hosts --wait, check_single_version --wait,
+ * wait_for_service): "412/1000 hosts at v42" (what: "hosts at v42"), then,
+ * when p->states, ", 3 failed, 12 waiting", then, when p->halted, ", halted:
+ * REASON" (sanitised) and ", reverted to v41"; cut to width columns with
+ * "..." (0: no limit), so that it stays one line that "\r" can redraw.
+ * Appends to out.
+ */
+int render_progress(const struct fleet_progress *p, const char *what, size_t width,
+		    struct buf *out);
 /* A unix time as an operator reads it, local: "12:01" within the last day,
  * else "2026-11-23 12:01"; "?" when unknown. */
 int render_clock(int64_t t, int64_t now, struct buf *out);

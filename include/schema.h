@@ -74,6 +74,8 @@ char *key_running_version_dir(const char *prefix);			/* P/running_version/ */
 char *key_running_version(const char *prefix, const char *host);
 char *key_status_dir(const char *prefix);				/* P/status/ */
 char *key_status(const char *prefix, enum status_type t, enum status_state s, const char *host);
+/* P/status/TYPE/STATE/: the hosts in one state (the waits' failed and pending counts) */
+char *key_status_state_dir(const char *prefix, enum status_type t, enum status_state s);
 char *key_services_dir(const char *prefix);				/* P/available_services/ */
 char *key_service_dir(const char *prefix, const char *service);
 char *key_service(const char *prefix, const char *service, const char *host);

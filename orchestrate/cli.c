@@ -42,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/ioctl.h>
 #include <curl/curl.h>
 
 #include "buf.h"
@@ -717,13 +718,30 @@ int cli_local_version(struct cli *cli, char **ret)
 /* Whether a progress line is on stderr, to be cleared before anything else. */
 static bool progress_shown;
 
-void cli_progress(size_t have, size_t want, void *what)
+bool cli_progress_on_terminal(void)
 {
-	log_debug("%zu of %zu %s", have, want, (const char *)what);
+	return isatty(STDERR_FILENO);
+}
+
+void cli_progress(const struct fleet_progress *p, void *what)
+{
+	_cleanup_(buf_releasep) struct buf line = BUF_INIT;
+	struct winsize ws;
+	size_t width = 0;
+
+	if (render_progress(p, what, 0, &line) == 0)
+		log_debug("%s", buf_str(&line));
 	/* a person watching sees how far it is; a pipe or CI log gets none of it */
-	if (!isatty(STDERR_FILENO))
+	if (!cli_progress_on_terminal())
 		return;
-	fprintf(stderr, "\r\033[K%zu/%zu %s", have, want, (const char *)what);
+	/* one column short of the terminal's width: a line that fills it would
+	 * wrap, and "\r" would then redraw only its last part */
+	if (ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 1)
+		width = ws.ws_col - 1;
+	buf_reset(&line);
+	if (render_progress(p, what, width, &line) < 0)
+		return;
+	fprintf(stderr, "\r\033[K%s", buf_str(&line));
 	fflush(stderr);
 	progress_shown = true;
 }

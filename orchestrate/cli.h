@@ -116,10 +116,14 @@ int cli_output(int r);
  * warning), or an exit status > 1 (66) after printing why it cannot be read. */
 int cli_local_version(struct cli *cli, char **ret);
 
-/* How far a wait is: logged with -v ("3 of 10 hosts at v2"), and, when
- * stderr is a terminal, drawn on one line there ("3/10 hosts at v2") that
- * cli_progress_end() clears before the answer is printed. */
-void cli_progress(size_t have, size_t want, void *what);
+/* How far a wait is (render_progress(), what: "hosts at v2"): logged with -v,
+ * and, when stderr is a terminal, drawn on one line there ("3/10 hosts at v2,
+ * 1 failed, 2 waiting"), cut to its width, that cli_progress_end() clears
+ * before the answer is printed. */
+void cli_progress(const struct fleet_progress *p, void *what);
+/* Whether the progress line is drawn: the waits count failed and waiting
+ * hosts only then (FLEET_WAIT_STATES), so that scripts pay nothing for it. */
+bool cli_progress_on_terminal(void);
 void cli_progress_end(void);
 
 /* --- the commands ------------------------------------------------------------------ */

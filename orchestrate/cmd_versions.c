@@ -44,6 +44,14 @@ static uint64_t wait_deadline(void)
 	return arg_wait < 0 ? CLOCK_DEADLINE_NOW : clock_deadline_ms(arg_wait);
 }
 
+/* The progress line of a wait counts failed and waiting hosts and the halt
+ * when someone sees it: a gate that waits, on a terminal.  Scripts and a look
+ * without --wait read running_version/ alone, as before. */
+static unsigned wait_flags(void)
+{
+	return arg_wait >= 0 && cli_progress_on_terminal() ? FLEET_WAIT_STATES : 0;
+}
+
 /*
  * A read of a version that gave no version: the gateway's reply made no sense
  * (-EPROTO, etcd's words say which), or etcd holds something that is not a
@@ -412,7 +420,7 @@ static int cmd_verify_hosts(struct cli *cli, int argc, char **argv)
 		return r;
 	if (asprintf(&what, "hosts at %s", argv[0]) < 0)
 		return cli_error(1, "out of memory");
-	answer = fleet_wait_hosts_at_version(f, argv[0], hosts, wait_deadline(),
+	answer = fleet_wait_hosts_at_version(f, argv[0], hosts, wait_deadline(), wait_flags(),
 					     cli_progress, what, &missing);
 	cli_progress_end();
 	if (answer < 0)
@@ -459,8 +467,8 @@ static int cmd_check_single_version(struct cli *cli, int argc, char **argv)
 		return r;
 	if (asprintf(&what, "hosts at %s", argv[0]) < 0)
 		return cli_error(1, "out of memory");
-	answer = fleet_wait_single_version(f, argv[0], wait_deadline(), cli_progress,
-					   what, &counts, &n);
+	answer = fleet_wait_single_version(f, argv[0], wait_deadline(), wait_flags(),
+					   cli_progress, what, &counts, &n);
 	cli_progress_end();
 	if (answer < 0)
 		return cli_fleet_error(cli, answer, "cannot read running versions");

@@ -46,6 +46,9 @@
 /* A blocking watch gives up after this many rounds over the endpoints without
  * one stream being established: the cluster is unreachable. */
 #define BLOCKING_MAX_ROUNDS 2
+/* A blocking stream that has some of its watches created but not all this
+ * long after it opened is opened again (see etcd_watch_ranges()). */
+#define CREATE_WAIT_MS 1000
 
 struct watch_range {
 	char *key, *range_end;		/* range_end NULL: one key */
@@ -80,6 +83,7 @@ struct etcd_watch {
 	uint64_t reconnect_at;		/* monotonic ms; 0: no reconnect pending */
 	uint64_t idle_ms;		/* reopen a stream silent this long; 0: never */
 	uint64_t last_data_ms;
+	uint64_t connect_ms;		/* when the current stream was opened */
 
 	bool finished;
 	int result;
@@ -353,7 +357,7 @@ static int watch_connect(struct etcd_watch *w)
 	w->got_frame = false;
 	w->http_error = false;
 	w->reconnect_at = 0;
-	w->last_data_ms = etcd_now_ms();
+	w->last_data_ms = w->connect_ms = etcd_now_ms();
 	c->requests++;
 	if (curl_multi_add_handle(w->multi, w->easy) != CURLM_OK) {
 		watch_disconnect(w);
@@ -658,11 +662,18 @@ int etcd_watch(struct etcd_client *c, const char *key, bool prefix, int64_t star
 	       uint64_t deadline_ms, etcd_watch_fn fn, void *userdata,
 	       int64_t *ret_compact_revision)
 {
+	struct etcd_watch_range range = { key, prefix, start_revision };
+	return etcd_watch_ranges(c, &range, 1, deadline_ms, fn, userdata, ret_compact_revision);
+}
+
+int etcd_watch_ranges(struct etcd_client *c, const struct etcd_watch_range *ranges,
+		      size_t n_ranges, uint64_t deadline_ms, etcd_watch_fn fn, void *userdata,
+		      int64_t *ret_compact_revision)
+{
 	CURLM *multi = curl_multi_init();
 	if (!multi)
 		return -ENOMEM;
-	struct etcd_watch_range range = { key, prefix, start_revision };
-	struct etcd_watch *w = watch_new(c, &range, 1, fn, userdata);
+	struct etcd_watch *w = watch_new(c, ranges, n_ranges, fn, userdata);
 	if (!w) {
 		curl_multi_cleanup(multi);
 		return -ENOMEM;
@@ -681,6 +692,17 @@ int etcd_watch(struct etcd_client *c, const char *key, bool prefix, int64_t star
 			r = watch_connect(w);
 			continue;
 		}
+		/* etcd 3.4.23's gateway sometimes creates only the first few
+		 * watches of a stream and never the rest (one stream in ten or
+		 * so with six ranges, plain curl too; probably the rest of the
+		 * body is dropped once the answer is flushed): a stream whose
+		 * watches are not all created in time is opened again, and each
+		 * range resumes from its last revision. */
+		if (w->easy && w->n_created > 0 && w->n_created < w->n_ranges &&
+		    now >= w->connect_ms + CREATE_WAIT_MS) {
+			watch_schedule_reconnect(w);
+			continue;
+		}
 		int running;
 		curl_multi_perform(multi, &running);
 		watch_process(w);
@@ -692,6 +714,9 @@ int etcd_watch(struct etcd_client *c, const char *key, bool prefix, int64_t star
 
 		/* Sleep until data, the deadline or the next reconnect. */
 		uint64_t wake = deadline_ms ? deadline_ms : now + 1000;
+		if (w->easy && w->n_created > 0 && w->n_created < w->n_ranges &&
+		    w->connect_ms + CREATE_WAIT_MS < wake)
+			wake = w->connect_ms + CREATE_WAIT_MS;
 		if (!w->easy && w->reconnect_at && w->reconnect_at < wake)
 			wake = w->reconnect_at;
 		long timeout = wake > now ? (long)(wake - now) : 0;

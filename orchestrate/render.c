@@ -690,6 +690,31 @@ int render_halt_text(const struct rollout_state *s, int64_t now, struct buf *out
 	return 0;
 }
 
+int render_progress(const struct fleet_progress *p, const char *what, size_t width,
+		    struct buf *out)
+{
+	_cleanup_(buf_releasep) struct buf line = BUF_INIT;
+	int r;
+
+	if ((r = buf_printf(&line, "%zu/%zu %s", p->have, p->want, what)) < 0 ||
+	    (p->states &&
+	     (r = buf_printf(&line, ", %zu failed, %zu waiting", p->failed, p->waiting)) < 0))
+		return r;
+	if (p->halted) {
+		if ((r = buf_adds(&line, ", halted")) < 0 ||
+		    (*p->halted && ((r = buf_adds(&line, ": ")) < 0 ||
+				    (r = render_sanitize(p->halted, strlen(p->halted), RENDER_LINE,
+							 &line)) < 0)) ||
+		    (p->reverted_to && (r = buf_adds(&line, ", reverted to ")) < 0) ||
+		    (p->reverted_to && (r = render_sanitize(p->reverted_to, strlen(p->reverted_to),
+							    RENDER_LINE, &line)) < 0))
+			return r;
+	}
+	if (width == 0)
+		return buf_add(out, line.data, line.len);
+	return detail_cell(NULL, buf_str(&line), width, out);
+}
+
 /* The rollout's safety state, a line each when there is something to say:
  * "rollout: HALTED: ..." or "rollout: reverted to v41 after v42 halted: ...",
  * "canary: 2/3 done, waiting for promote", "failures: 1 failed of budget 2". */

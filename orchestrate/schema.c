@@ -318,6 +318,14 @@ char *key_status(const char *prefix, enum status_type t, enum status_state s, co
 			 W(status_state_name(s)), N(host), END);
 }
 
+char *key_status_state_dir(const char *prefix, enum status_type t, enum status_state s)
+{
+	if (!status_state_allowed(t, s))
+		return NULL;
+	return key_build(prefix, true, W("status"), W(status_type_name(t)),
+			 W(status_state_name(s)), END);
+}
+
 char *key_services_dir(const char *prefix)
 {
 	return key_build(prefix, true, W("available_services"), END);

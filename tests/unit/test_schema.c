@@ -195,6 +195,12 @@ static void test_keys(void)
 	       "/status/validation/success/web1", "status");
 	is_key(key_status("", STATUS_PROVISIONED, STATE_SUCCESS, "web1"),
 	       "/status/provisioned/success/web1", "status provisioned");
+	is_key(key_status_state_dir("", STATUS_PUPPET, STATE_PENDING), "/status/puppet/pending/",
+	       "status state dir");
+	is_key(key_status_state_dir("x", STATUS_VALIDATION, STATE_FAILED),
+	       "/x/status/validation/failed/", "status state dir under prefix");
+	is_key(key_status_state_dir("", STATUS_VALIDATION, STATE_PENDING), NULL,
+	       "validation/pending/ is not a dir");
 	is_key(key_services_dir(""), "/available_services/", "services dir");
 	is_key(key_service_dir("", "glance"), "/available_services/glance/", "service dir");
 	is_key(key_service("", "glance", "web1"), "/available_services/glance/web1", "service");
