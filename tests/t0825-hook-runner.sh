@@ -184,5 +184,34 @@ test_expect_success 'no runner listening: the run fails and says why' '
 	stop_node r4
 '
 
+# The systemd way (sd_listen_fds, one process per connection) without
+# systemd: systemd-socket-activate --accept does what the socket unit does.
+if command -v systemd-socket-activate >/dev/null 2>&1; then
+	have_activate=yes
+fi
+if test -n "${have_activate:-}"; then
+test_expect_success 'socket-activated (sd_listen_fds): a version applied through it' '
+	node_setup r5 &&
+	trace_hooks r5 &&
+	systemd-socket-activate --accept -l "$TRASH/r5/hook.sock" \
+		"$REPO_ROOT/bin/orchestrate-hook-runner" --config "$TRASH/r5/orchestrate.yaml" \
+		>>r5/runner.log 2>&1 &
+	activate=$! &&
+	test_register_pid $activate &&
+	wait_for "test -S r5/hook.sock" 5 &&
+	start_node r5 --hook-runner "$TRASH/r5/hook.sock" &&
+	wait_for "node_at r5 v2" 15 &&
+	read parent grand <r5/config.tree &&
+	test "$grand" = "$activate" &&
+	grep -q "request from pid $(node_pid r5)" r5/runner.log &&
+	stop_node r5 && test "$(node_exit r5)" = 0
+'
+fi
+
+test_expect_success 'the runner started by hand, without a socket: a usage error' '
+	test_expect_code 64 orchestrate-hook-runner 2>err &&
+	grep -q "expected one connection from orchestrate-hook.socket" err
+'
+
 stop_all_nodes
 test_done
