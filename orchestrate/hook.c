@@ -207,7 +207,10 @@ static bool hook_read(struct hook *h)
 static int hook_on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata)
 {
 	struct hook *h = userdata;
-	if (hook_read(h)) {
+	/* Frames that came with S, read by hook_spawn(): taken here, from the
+	 * loop, so that done() never runs before hook_spawn() returned. */
+	bool broken = h->remote && h->in.len > 0 && !hook_remote_input(h, NULL, 0);
+	if (broken || hook_read(h)) {
 		hook_close_pipe(h);
 		if (h->remote && !h->exited) {
 			/* No X frame: info stays zero, done() says "lost". */
@@ -444,7 +447,7 @@ static void hook_remote_kill(struct hook *h, int sig)
  * stream is broken (an unknown or malformed frame) and must be closed. */
 static bool hook_remote_input(struct hook *h, const char *data, size_t n)
 {
-	if (buf_add(&h->in, data, n) < 0)
+	if (n > 0 && buf_add(&h->in, data, n) < 0)
 		return false;
 	for (;;) {
 		const char *payload;
@@ -571,13 +574,8 @@ static int hook_spawn_remote(struct hook *h, char *const *env)
 		return -errno;
 	if ((r = sd_event_add_io(h->event, &h->io, h->fd, EPOLLIN, hook_on_io, h)) < 0)
 		return r;
-	/* Frames that came with S. */
-	if (h->in.len > 0) {
-		_cleanup_(buf_releasep) struct buf early = h->in;
-		h->in = (struct buf)BUF_INIT;
-		if (!hook_remote_input(h, early.data, early.len))
-			return -EPROTO;
-	}
+	/* Frames that came with S stay in h->in for hook_on_io(): the runner
+	 * closes after X, so the socket becomes readable again. */
 	return 0;
 }
 

@@ -105,13 +105,15 @@ int hook_request_parse(const char *data, size_t len, char **ret_name, char ***re
 	int r;
 
 	*ret_error = NULL;
+	if (len == 0)		/* nothing read yet (data may be NULL) */
+		return 0;
 	for (;;) {
 		const char *s = data + pos;
 		const char *nul = pos < len ? memchr(s, '\0', len - pos) : NULL;
 
 		if (!nul) {
 			/* Incomplete: refuse early what can no longer be right. */
-			if (field == 0 && strncmp(s, HOOK_PROTO_MAGIC, len - pos) != 0)
+			if (field == 0 && pos < len && strncmp(s, HOOK_PROTO_MAGIC, len - pos) != 0)
 				return request_error(ret_error, -EPROTO, "not a hook request", NULL, NULL);
 			if (len > HOOK_REQUEST_MAX)
 				return request_error(ret_error, -E2BIG, "request larger than 64 KiB", NULL, NULL);

@@ -54,6 +54,14 @@ static void test_request_roundtrip(void)
 		free(err);
 	}
 	ok(all_incomplete, "every prefix is incomplete, not refused");
+	{
+		char **e = NULL;
+		char *n = NULL, *err = NULL;
+		size_t used;
+		/* What the runner parses before its first read: an empty buf. */
+		is_int(hook_request_parse(NULL, 0, &n, &e, &used, &err), 0,
+		       "nothing yet (NULL, 0): incomplete");
+	}
 
 	buf_reset(&b);
 	is_int(hook_request_encode(&b, "/bin/sh", env), -EINVAL, "encode refuses a path for a name");
