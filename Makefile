@@ -81,7 +81,8 @@ LIB_OBJS = \
 	orchestrate/address.o \
 	orchestrate/local.o \
 	orchestrate/fleet_wait.o \
-	orchestrate/utf8.o
+	orchestrate/utf8.o \
+	orchestrate/hook_proto.o
 
 CLI_OBJS = \
 	orchestrate/cli.o \
@@ -112,11 +113,16 @@ UNIT_TESTS = \
 	tests/unit/test_local \
 	tests/unit/test_rollout \
 	tests/unit/test_wait \
-	tests/unit/test_etcd_range
+	tests/unit/test_etcd_range \
+	tests/unit/test_hook_proto
 
 # The binaries go to bin/: orchestrate/ is the source folder, and a file cannot
 # share its name at the top of the tree.
-PROGRAMS = bin/orchestrate bin/orchestrated
+PROGRAMS = bin/orchestrate bin/orchestrated bin/orchestrate-hook-runner
+
+# The root side of the hooks (orchestrated(8) "HOOK RUNNER"): it runs them
+# with the daemon's own hook.c.
+RUNNER_OBJS = orchestrate/hook_runner.o orchestrate/hook.o
 
 all: $(PROGRAMS)
 
@@ -130,6 +136,10 @@ bin/orchestrate: $(CLI_OBJS) liborchestrate.a
 bin/orchestrated: $(DAEMON_OBJS) liborchestrate.a
 	@mkdir -p bin
 	$(QUIET_LINK)$(CC) $(ALL_CFLAGS) -o $@ $(DAEMON_OBJS) liborchestrate.a $(ALL_LDFLAGS) $(PKG_LIBS)
+
+bin/orchestrate-hook-runner: $(RUNNER_OBJS) liborchestrate.a
+	@mkdir -p bin
+	$(QUIET_LINK)$(CC) $(ALL_CFLAGS) -o $@ $(RUNNER_OBJS) liborchestrate.a $(ALL_LDFLAGS) $(PKG_LIBS)
 
 # The command files share cli.h, the dispatcher's internal header.
 $(CLI_OBJS): orchestrate/cli.h
@@ -189,7 +199,7 @@ print-version:
 # leak, timeout or out-of-memory, leaving the input in tests/fuzz/build/.
 FUZZ_SECONDS ?= 60
 FUZZ_CC ?= clang
-FUZZERS = fuzz_range fuzz_watch_frame fuzz_config fuzz_names
+FUZZERS = fuzz_range fuzz_watch_frame fuzz_config fuzz_names fuzz_hook_request
 FUZZ_BUILD = tests/fuzz/build
 FUZZ_SAN = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 # clang does not see that a va_list format comes from a format-checked caller.
@@ -219,8 +229,8 @@ fuzz: fuzz-build
 		grep -E "^(#[0-9]+.*DONE|stat::number_of_executed_units)" $(FUZZ_BUILD)/$$f.log | tail -n 1; \
 	done
 
-# The hooks, the default config file and the unit name the paths of this
-# prefix (@libexecdir@, @SBINDIR@).  The config file is installed only when
+# The hooks, the default config file and the units name the paths of this
+# prefix (@libexecdir@, @SBINDIR@, @LIBEXECDIR@).  The config file is installed only when
 # there is none: make install never overwrites an operator's file (a package
 # manager has its own conffile handling).
 PUPPET_MODULE_FILES = $(patsubst contrib/puppet/%,%,$(wildcard contrib/puppet/*.md \
@@ -235,6 +245,7 @@ install: all
 		$(DESTDIR)$(localstatedir)/lib/orchestrate
 	install -m 0755 bin/orchestrate $(DESTDIR)$(bindir)/orchestrate
 	install -m 0755 bin/orchestrated $(DESTDIR)$(sbindir)/orchestrated
+	install -m 0755 bin/orchestrate-hook-runner $(DESTDIR)$(libexecdir)/orchestrate-hook-runner
 	install -m 0755 hooks/config hooks/services hooks/upgrade.example \
 		$(DESTDIR)$(libexecdir)/hooks/
 	sed 's|@libexecdir@|$(libexecdir)|g' hooks/validate >$(DESTDIR)$(libexecdir)/hooks/validate
@@ -247,6 +258,10 @@ install: all
 	sed 's|@SBINDIR@|$(sbindir)|g' contrib/systemd/orchestrated.service.in \
 		> $(DESTDIR)$(unitdir)/orchestrated.service
 	chmod 0644 $(DESTDIR)$(unitdir)/orchestrated.service
+	sed 's|@LIBEXECDIR@|$(libexecdir)|g' contrib/systemd/orchestrate-hook@.service.in \
+		> '$(DESTDIR)$(unitdir)/orchestrate-hook@.service'
+	chmod 0644 '$(DESTDIR)$(unitdir)/orchestrate-hook@.service'
+	install -m 0644 contrib/systemd/orchestrate-hook.socket $(DESTDIR)$(unitdir)/orchestrate-hook.socket
 	test -e $(DESTDIR)$(sysconfdir)/orchestrate/orchestrate.yaml || { \
 		sed 's|@libexecdir@|$(libexecdir)|g' contrib/orchestrate.yaml \
 			>$(DESTDIR)$(sysconfdir)/orchestrate/orchestrate.yaml && \

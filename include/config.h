@@ -67,6 +67,8 @@ struct config {
 	char *hook_validate;		/* default LIBEXECDIR/hooks/validate */
 	char *hook_services;		/* default LIBEXECDIR/hooks/services */
 	long hook_timeout;		/* seconds, default 3600 */
+	char *hook_runner;		/* the hook runner's socket; default NULL:
+					 * the daemon starts the hooks itself */
 
 	/* timing: (seconds) */
 	long lease_ttl;			/* 30 */

@@ -16,6 +16,7 @@
 #define ORCHESTRATE_HOOK_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -60,7 +61,32 @@ static inline void hook_freep(struct hook **h) { if (*h) hook_free(*h); }
 const char *hook_name(const struct hook *h);
 pid_t hook_pid(const struct hook *h);
 
-/* "exited with status 1", "killed by signal 9", "timed out after 30 s". */
+/*
+ * The hook runner (orchestrated(8) "HOOK RUNNER"): from the call on,
+ * hook_spawn() does not start path itself but asks the runner listening on
+ * socket_path to start the hook of that name, which the runner resolves from
+ * its own config file; only env's ORCHESTRATE_* entries are sent (the runner
+ * sets PATH).  Nothing else changes for the caller: output, timeout,
+ * hook_kill(), hook_free() and done() behave as for a child of ours, pid is
+ * the runner's child, and a runner that refuses or cannot start the hook makes
+ * hook_spawn() fail with its code (-EPERM, -ENOENT, ...), as do -ECONNREFUSED
+ * or -ENOENT for a runner that is not there.  A runner that goes away
+ * mid-run ends the hook with exit_code -1 and signal 0 ("lost").  NULL or ""
+ * spawns directly again.  Call it before hooks start; returns 0, -ENAMETOOLONG
+ * or -ENOMEM.
+ */
+int hook_use_runner(const char *socket_path);
+
+/*
+ * For the runner only: the output the hook writes goes to fn, raw, as it is
+ * read (userdata is hook_spawn()'s), instead of line by line to the journal.
+ * Call it right after hook_spawn(): output is only read from the loop.
+ */
+typedef void (*hook_output_fn)(struct hook *h, const char *data, size_t n, void *userdata);
+void hook_set_output(struct hook *h, hook_output_fn fn);
+
+/* "exited with status 1", "killed by signal 9", "timed out after 30 s",
+ * "lost: its hook runner went away". */
 char *hook_result_describe(const struct hook_result *r);
 
 /*

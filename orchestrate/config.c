@@ -112,6 +112,7 @@ static const struct key_def keys[] = {
 	{ "hooks", "validate", KIND_STRING, F(hook_validate), 0, 0 },
 	{ "hooks", "services", KIND_STRING, F(hook_services), 0, 0 },
 	{ "hooks", "timeout", KIND_LONG, F(hook_timeout), 1, SECONDS_MAX },
+	{ "hooks", "runner", KIND_STRING, F(hook_runner), 0, 0 },
 
 	{ "timing", "lease_ttl", KIND_LONG, F(lease_ttl), 5, SECONDS_MAX },
 	{ "timing", "once_ttl", KIND_LONG, F(once_ttl), 5, SECONDS_MAX },
@@ -178,6 +179,7 @@ struct config *config_free(struct config *c)
 	free(c->hook_config);
 	free(c->hook_validate);
 	free(c->hook_services);
+	free(c->hook_runner);
 	free(c);
 	return NULL;
 }

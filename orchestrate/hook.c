@@ -31,6 +31,14 @@
  * or a short while after the exit, should an escaped grandchild keep the pipe
  * open.
  *
+ * With a hook runner (hook_use_runner(), orchestrated(8) "HOOK RUNNER") the
+ * process is the root runner's child, not ours: the pipe becomes the runner's
+ * socket (hook_proto.h), its frames carry the output, the pid and the exit
+ * status, and a kill is a frame the runner turns into kill(2) on the group.
+ * The timeout, the SIGKILL grace and done() are ours as before; what the
+ * child source and the group kill after the exit do here, the runner does
+ * there (it runs this very file, with hook_set_output()).
+ *
  * In fleet simulation (hook_simulate()) there is neither process nor pipe: a
  * timer (or, once killed, a defer source) stands for the child's exit and the
  * pipe is at EOF from the start, so the same done() path and timeout timer
@@ -45,7 +53,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <syslog.h>
+#include <poll.h>
 #include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -54,9 +65,16 @@
 #include "buf.h"
 #include "cleanup.h"
 #include "hook.h"
+#include "hook_proto.h"
 #include "log.h"
 
 #define HOOK_DRAIN_USEC (2ULL * 1000000ULL)
+/* How long hook_spawn() waits for the runner's S or E frame: socket
+ * activation starts a service first. */
+#define HOOK_RUNNER_START_MSEC 10000
+
+/* hook_use_runner()'s socket: set at start, read-only afterwards. */
+static char *hook_runner;
 
 /* The simulation switch of hook_simulate(): written before the loops' threads
  * start, only read afterwards. */
@@ -77,6 +95,9 @@ struct hook {
 	sd_event_source *io, *child, *timer;
 	sd_event_source *sim;	/* simulated: the end of the run (timer, or defer once killed) */
 	bool simulated;
+	bool remote;		/* run by the hook runner; fd is its socket */
+	struct buf in;		/* remote: bytes of a partial frame */
+	hook_output_fn output;	/* the runner's sink (hook_set_output()) */
 	struct buf line;	/* a partial output line */
 	struct buf tail;	/* the last HOOK_TAIL_MAX bytes */
 	long timeout_sec;
@@ -108,6 +129,11 @@ static void hook_consume(struct hook *h, const char *data, size_t n)
 {
 	(void)buf_add(&h->tail, data, n);
 	buf_keep_tail(&h->tail, HOOK_TAIL_MAX);
+	if (h->output) {
+		/* The runner: the daemon logs the lines, not us. */
+		h->output(h, data, n, h->userdata);
+		return;
+	}
 	for (size_t i = 0; i < n; i++) {
 		if (data[i] == '\n') {
 			hook_flush_line(h);
@@ -129,6 +155,9 @@ static void hook_maybe_done(struct hook *h)
 	h->timer = sd_event_source_disable_unref(h->timer);
 	if (h->info.si_code == CLD_EXITED) {
 		r.exit_code = h->info.si_status;
+	} else if (h->info.si_code == 0) {
+		/* The runner went away without telling how the hook ended. */
+		r.exit_code = -1;
 	} else {
 		r.exit_code = -1;
 		r.signal = h->info.si_status;
@@ -150,12 +179,19 @@ static void hook_close_pipe(struct hook *h)
 	h->eof = true;
 }
 
+static bool hook_remote_input(struct hook *h, const char *data, size_t n);
+
 /* Reads what is there; returns true at EOF or on a hard error. */
 static bool hook_read(struct hook *h)
 {
 	char chunk[4096];
 	for (;;) {
 		ssize_t n = read(h->fd, chunk, sizeof(chunk));
+		if (n > 0 && h->remote) {
+			if (!hook_remote_input(h, chunk, (size_t)n))
+				return true;
+			continue;
+		}
 		if (n > 0) {
 			hook_consume(h, chunk, (size_t)n);
 			continue;
@@ -171,8 +207,16 @@ static bool hook_read(struct hook *h)
 static int hook_on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata)
 {
 	struct hook *h = userdata;
-	if (hook_read(h)) {
+	/* Frames that came with S, read by hook_spawn(): taken here, from the
+	 * loop, so that done() never runs before hook_spawn() returned. */
+	bool broken = h->remote && h->in.len > 0 && !hook_remote_input(h, NULL, 0);
+	if (broken || hook_read(h)) {
 		hook_close_pipe(h);
+		if (h->remote && !h->exited) {
+			/* No X frame: info stays zero, done() says "lost". */
+			h->exited = true;
+			h->timer = sd_event_source_disable_unref(h->timer);
+		}
 		hook_maybe_done(h);
 	}
 	return 0;
@@ -226,6 +270,7 @@ static int hook_on_child(sd_event_source *s, const siginfo_t *si, void *userdata
 }
 
 static void hook_sim_kill(struct hook *h, int sig);
+static void hook_remote_kill(struct hook *h, int sig);
 
 void hook_kill(struct hook *h, int sig)
 {
@@ -235,7 +280,10 @@ void hook_kill(struct hook *h, int sig)
 		hook_sim_kill(h, sig);
 		return;
 	}
-	(void)kill(-h->pid, sig);
+	if (h->remote)
+		hook_remote_kill(h, sig);
+	else
+		(void)kill(-h->pid, sig);
 	if (sig == SIGTERM && !h->killing) {
 		h->killing = true;
 		h->timer = sd_event_source_disable_unref(h->timer);
@@ -248,7 +296,10 @@ struct hook *hook_free(struct hook *h)
 {
 	if (!h)
 		return NULL;
-	if (!h->exited && h->pid > 0) {
+	if (!h->exited && h->remote && h->fd >= 0) {
+		/* Closing the socket alone would give the hook the SIGTERM grace. */
+		hook_remote_kill(h, SIGKILL);
+	} else if (!h->exited && h->pid > 0) {
 		/* Nobody waits for this one any more: end it now and reap it here
 		 * rather than leave a zombie behind. */
 		(void)kill(-h->pid, SIGKILL);
@@ -262,6 +313,7 @@ struct hook *hook_free(struct hook *h)
 	sd_event_source_disable_unref(h->sim);
 	if (h->fd >= 0)
 		close(h->fd);
+	buf_release(&h->in);
 	buf_release(&h->line);
 	buf_release(&h->tail);
 	free(h->name);
@@ -344,6 +396,187 @@ static int hook_spawn_process(struct hook *h, const char *path, char *const *env
 	if (r < 0)
 		return r;
 	return sd_event_add_io(h->event, &h->io, h->fd, EPOLLIN, hook_on_io, h);
+}
+
+/* --- the hook runner ------------------------------------------------------ */
+
+int hook_use_runner(const char *socket_path)
+{
+	char *p = NULL;
+	if (socket_path && *socket_path) {
+		if (strlen(socket_path) >= sizeof(((struct sockaddr_un *)NULL)->sun_path))
+			return -ENAMETOOLONG;
+		if (!(p = strdup(socket_path)))
+			return -ENOMEM;
+	}
+	free(hook_runner);
+	hook_runner = p;
+	return 0;
+}
+
+void hook_set_output(struct hook *h, hook_output_fn fn)
+{
+	h->output = fn;
+}
+
+static int write_all_fd(int fd, const char *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -errno;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* A kill frame; the socket is non-blocking by now and the frame is tiny, so
+ * it is either sent whole or the runner is gone (which kills the hook too). */
+static void hook_remote_kill(struct hook *h, int sig)
+{
+	_cleanup_(buf_releasep) struct buf f = BUF_INIT;
+	if (h->fd < 0 || hook_frame_addf(&f, HOOK_FRAME_KILL, "%d", sig) < 0)
+		return;
+	(void)send(h->fd, f.data, f.len, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+/* Takes the frames of what the runner sent after S; returns false when the
+ * stream is broken (an unknown or malformed frame) and must be closed. */
+static bool hook_remote_input(struct hook *h, const char *data, size_t n)
+{
+	if (n > 0 && buf_add(&h->in, data, n) < 0)
+		return false;
+	for (;;) {
+		const char *payload;
+		size_t len, used;
+		char type;
+		int code, sig;
+		int r = hook_frame_parse(h->in.data, h->in.len, &type, &payload, &len, &used);
+		if (r == 0)
+			return true;
+		if (r < 0)
+			return false;
+		if (type == HOOK_FRAME_OUTPUT && !h->exited) {
+			hook_consume(h, payload, len);
+		} else if (type == HOOK_FRAME_EXIT && !h->exited &&
+			   hook_frame_exit(payload, len, &code, &sig) == 0) {
+			h->exited = true;
+			h->info.si_code = sig ? CLD_KILLED : CLD_EXITED;
+			h->info.si_status = sig ? sig : code;
+			/* The runner closes right after X; should it not, stop
+			 * waiting as for a local pipe held open. */
+			h->timer = sd_event_source_disable_unref(h->timer);
+			(void)sd_event_add_time_relative(h->event, &h->timer, CLOCK_MONOTONIC,
+							 HOOK_DRAIN_USEC, 0, hook_on_timer, h);
+		} else {
+			log_fields(LOG_WARNING, h->version, h->name,
+				   "hook '%s': unexpected frame '%c' from the hook runner", h->name, type);
+			return false;
+		}
+		buf_consume(&h->in, used);
+	}
+}
+
+/* Reads the runner's first frame, waiting at most HOOK_RUNNER_START_MSEC. */
+static int hook_remote_wait_start(struct hook *h)
+{
+	int64_t deadline = 0;
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	deadline = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + HOOK_RUNNER_START_MSEC;
+	for (;;) {
+		const char *payload;
+		size_t len, used;
+		char type, chunk[512];
+		long v;
+		int r = hook_frame_parse(h->in.data, h->in.len, &type, &payload, &len, &used);
+		if (r < 0)
+			return -EPROTO;
+		if (r > 0 && type == HOOK_FRAME_STARTED) {
+			if (hook_frame_int(payload, len, 1, INT32_MAX, &v) < 0 || memchr(payload, ' ', len))
+				return -EPROTO;
+			h->pid = (pid_t)v;
+			buf_consume(&h->in, used);
+			return 0;
+		}
+		if (r > 0 && type == HOOK_FRAME_ERROR) {
+			const char *sp = memchr(payload, ' ', len);
+			if (hook_frame_int(payload, len, 1, 4095, &v) < 0)
+				return -EPROTO;
+			log_fields(LOG_WARNING, h->version, h->name, "hook runner '%s': %.*s", hook_runner,
+				   sp ? (int)(len - (size_t)(sp + 1 - payload)) : 0, sp ? sp + 1 : "");
+			return -(int)v;
+		}
+		if (r > 0)
+			return -EPROTO;
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		int64_t left = deadline - ((int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
+		struct pollfd p = { .fd = h->fd, .events = POLLIN };
+		if (left <= 0)
+			return -ETIMEDOUT;
+		r = poll(&p, 1, (int)left);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -errno;
+		if (r == 0)
+			return -ETIMEDOUT;
+		ssize_t got = read(h->fd, chunk, sizeof(chunk));
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0)
+			return -errno;
+		if (got == 0)
+			return -ECONNRESET;
+		if (buf_add(&h->in, chunk, (size_t)got) < 0)
+			return -ENOMEM;
+	}
+}
+
+/*
+ * Asks the runner to start hook name: connects, sends the request and waits
+ * for S or E, so that a refusal or execve's failure in the runner comes back
+ * from hook_spawn() as it does for a local process.  Blocks the loop for
+ * that long (socket activation plus the runner's start, milliseconds).
+ */
+static int hook_spawn_remote(struct hook *h, char *const *env)
+{
+	_cleanup_(buf_releasep) struct buf req = BUF_INIT;
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int r;
+
+	if ((r = hook_request_encode(&req, h->name, env)) < 0)
+		return r;
+	h->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (h->fd < 0)
+		return -errno;
+	h->remote = true;
+	memcpy(sa.sun_path, hook_runner, strlen(hook_runner) + 1);
+	if (connect(h->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		r = -errno;
+		log_fields(LOG_WARNING, h->version, h->name, "hook runner '%s': %s", hook_runner,
+			   strerror(-r));
+		return r;
+	}
+	if ((r = write_all_fd(h->fd, req.data, req.len)) < 0 ||
+	    (r = hook_remote_wait_start(h)) < 0) {
+		if (r == -EPROTO || r == -ETIMEDOUT || r == -ECONNRESET || r == -EPIPE)
+			log_fields(LOG_WARNING, h->version, h->name, "hook runner '%s': %s",
+				   hook_runner, strerror(-r));
+		return r;
+	}
+	if (fcntl(h->fd, F_SETFL, O_NONBLOCK) < 0)
+		return -errno;
+	if ((r = sd_event_add_io(h->event, &h->io, h->fd, EPOLLIN, hook_on_io, h)) < 0)
+		return r;
+	/* Frames that came with S stay in h->in for hook_on_io(): the runner
+	 * closes after X, so the socket becomes readable again. */
+	return 0;
 }
 
 /* --- fleet simulation ----------------------------------------------------- */
@@ -489,7 +722,9 @@ int hook_spawn(sd_event *event, const char *name, const char *path, char *const 
 	h->done = done;
 	h->userdata = userdata;
 
-	r = hook_sim.on ? hook_spawn_simulated(h, env) : hook_spawn_process(h, path, env);
+	r = hook_sim.on ? hook_spawn_simulated(h, env)
+	    : hook_runner ? hook_spawn_remote(h, env)
+	    : hook_spawn_process(h, path, env);
 	if (r < 0)
 		return r;
 	if (timeout_sec > 0) {
@@ -499,7 +734,10 @@ int hook_spawn(sd_event *event, const char *name, const char *path, char *const 
 		if (r < 0)
 			return r;
 	}
-	if (!h->simulated)
+	if (h->remote)
+		log_fields(LOG_INFO, version, name, "hook '%s' started by the hook runner '%s' (pid %ld)",
+			   name, hook_runner, (long)h->pid);
+	else if (!h->simulated)
 		log_fields(LOG_INFO, version, name, "hook '%s' started: %s (pid %ld)", name, path,
 			   (long)h->pid);
 	*ret = TAKE_PTR(h);
@@ -514,6 +752,8 @@ char *hook_result_describe(const struct hook_result *r)
 		e = buf_printf(&b, "timed out after %ld s", r->timeout_sec);
 	else if (r->signal)
 		e = buf_printf(&b, "killed by signal %d (%s)", r->signal, strsignal(r->signal));
+	else if (r->exit_code < 0)
+		e = buf_printf(&b, "lost: its hook runner went away");
 	else
 		e = buf_printf(&b, "exited with status %d", r->exit_code);
 	if (e < 0) {

@@ -21,6 +21,7 @@
 
 #include "cleanup.h"
 #include "config.h"
+#include "hook.h"
 #include "log.h"
 #include "node.h"
 #include "options.h"
@@ -29,23 +30,28 @@
 enum {
 	OPT_ONCE = 0x200,
 	OPT_CHECK_CONFIG,
+	OPT_HOOK_RUNNER,
 };
 
 static const struct option own_options[] = {
 	{ "once", no_argument, NULL, OPT_ONCE },
 	{ "check-config", no_argument, NULL, OPT_CHECK_CONFIG },
+	{ "hook-runner", required_argument, NULL, OPT_HOOK_RUNNER },
 	{ NULL, 0, NULL, 0 },
 };
 
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: orchestrated [--once] [--check-config] [--config FILE] [GLOBAL OPTIONS]\n"
+		"usage: orchestrated [--once] [--check-config] [--config FILE] [--hook-runner SOCKET]\n"
+		"                    [GLOBAL OPTIONS]\n"
 		"\n"
 		"  --once            run one cycle and exit: 0 at the desired version, 1 not,\n"
 		"                    69 when etcd stays unreachable after 3 tries\n"
 		"  --check-config    check the configuration, print \"configuration OK\" and exit\n"
 		"  --config FILE     configuration file (default " CONFIG_DEFAULT_PATH ")\n"
+		"  --hook-runner SOCKET  run the hooks through the hook runner listening on\n"
+		"                    SOCKET (default: hooks.runner, or start them directly)\n"
 		"  --etcd URLS, --prefix P, --hostname H, --timeout S, --cacert/--cert/--key FILE,\n"
 		"  --user NAME, --password-file FILE, --local-version-file FILE, -v, -h, --version\n"
 		"\n"
@@ -110,6 +116,7 @@ int main(int argc, char **argv)
 	sd_event *event = NULL;
 	struct global_options global;
 	bool once = false, check = false;
+	const char *runner = NULL;
 	sigset_t mask;
 	int c, r;
 
@@ -126,6 +133,9 @@ int main(int argc, char **argv)
 			break;
 		case OPT_CHECK_CONFIG:
 			check = true;
+			break;
+		case OPT_HOOK_RUNNER:
+			runner = optarg;
 			break;
 		case '?':
 			usage(stderr);
@@ -160,6 +170,15 @@ int main(int argc, char **argv)
 	r = options_resolve(&global, &res, &error);
 	if (r < 0) {
 		fprintf(stderr, "orchestrated: %s\n", error ? error : strerror(-r));
+		return EXIT_USAGE;
+	}
+	/* Read at start only: the unit's sandbox and the runner go together, so
+	 * a reload does not switch between them (orchestrated(8)). */
+	if (!runner)
+		runner = res.config->hook_runner;
+	r = hook_use_runner(runner);
+	if (r < 0) {
+		fprintf(stderr, "orchestrated: hook runner '%s': %s\n", runner, strerror(-r));
 		return EXIT_USAGE;
 	}
 	if (check) {

@@ -129,15 +129,30 @@ for m in man1/orchestrate.1 man5/orchestrate.conf.5 man8/orchestrated.8; do
 	[ -f "/usr/share/man/$m.gz" ] || fail "/usr/share/man/$m.gz is missing"
 done
 unit=/lib/systemd/system/orchestrated.service
-[ -f "$unit" ] || fail "$unit is missing"
-grep -q '^ExecStart=/usr/sbin/orchestrated$' "$unit" || fail "$unit does not run /usr/sbin/orchestrated"
+socket=/lib/systemd/system/orchestrate-hook.socket
+runner_unit=/lib/systemd/system/orchestrate-hook@.service
+runner=/usr/lib/orchestrate/orchestrate-hook-runner
+for f in "$unit" "$socket" "$runner_unit"; do
+	[ -f "$f" ] || fail "$f is missing"
+done
+[ -x "$runner" ] || fail "$runner is not an installed executable"
+grep -q '^ExecStart=/usr/sbin/orchestrated --hook-runner /run/orchestrate/hook.sock$' "$unit" ||
+	fail "$unit does not run /usr/sbin/orchestrated with the hook runner"
+grep -q "^ExecStart=$runner\$" "$runner_unit" || fail "$runner_unit does not run $runner"
+# Started by hand, without its socket, the runner refuses (usage, 64).
+code=0
+"$runner" 2>/dev/null || code=$?
+[ "$code" = 64 ] || fail "$runner without a socket exited $code, wanted 64"
 if command -v systemd-analyze >/dev/null 2>&1; then
-	systemd-analyze verify "$unit" || fail "systemd-analyze verify $unit"
+	systemd-analyze verify "$unit" "$socket" "$runner_unit" ||
+		fail "systemd-analyze verify $unit $socket $runner_unit"
 	systemd-analyze security --offline=true "$unit" | tail -n 1
 fi
 # Installed, but neither enabled nor started: the node has no etcd yet.
 [ ! -e /etc/systemd/system/multi-user.target.wants/orchestrated.service ] ||
 	fail "the package enabled orchestrated.service"
+[ ! -e /etc/systemd/system/sockets.target.wants/orchestrate-hook.socket ] ||
+	fail "the package enabled orchestrate-hook.socket"
 
 dpkg-query -W -f='${Conffiles}\n' orchestrate | grep -q ' /etc/orchestrate/orchestrate.yaml ' ||
 	fail "/etc/orchestrate/orchestrate.yaml is not a conffile"
@@ -196,7 +211,8 @@ purge_on_exit=
 for p in $packages; do
 	! installed "$p" || fail "$p is still known to dpkg after dpkg -P"
 done
-for f in /etc/orchestrate /var/lib/orchestrate /usr/lib/orchestrate "$unit" "$module"; do
+for f in /etc/orchestrate /var/lib/orchestrate /usr/lib/orchestrate "$unit" "$socket" \
+	"$runner_unit" "$module"; do
 	[ ! -e "$f" ] || fail "$f is still there after dpkg -P"
 done
 
