@@ -65,14 +65,15 @@ int fleet_batch_canary(struct fleet_batch *b, const char *host, const char *vers
  * current_version still has mod revision trigger and rollout/halted still has
  * mod revision halted_mod (0: absent).  With revert, the same txn also sets
  * current_version to previous_version (read first, and compared) and
- * previous_version to version; *ret_reverted_to says to what.  Returns 1 when
+ * previous_version to version; *ret_reverted_to says to what, *ret_revision
+ * the revision of the halt.  Returns 1 when
  * this call halted, 0 when the compare lost (someone else halted, or a new
  * trigger came), or a negative code.  A revert etcd refuses (permission) is
  * tried again without the revert, and -EACCES is returned after the halt.
  */
 int fleet_halt(struct fleet *f, const char *version, int64_t trigger, int64_t halted_mod,
 	       const char *host, const char *reason, long failed, bool revert,
-	       char **ret_reverted_to);
+	       char **ret_reverted_to, int64_t *ret_revision);
 
 /*
  * A holder deleted at revision was dead, not done, when the host's

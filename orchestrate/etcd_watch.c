@@ -46,9 +46,11 @@
 /* A blocking watch gives up after this many rounds over the endpoints without
  * one stream being established: the cluster is unreachable. */
 #define BLOCKING_MAX_ROUNDS 2
-/* A blocking stream that has some of its watches created but not all this
- * long after it opened is opened again (see etcd_watch_ranges()). */
+/* A stream that has some of its watches created but not all this long after
+ * it opened is opened again (see etcd_watch_ranges()); the daemon's streams
+ * wait longer, since a fleet starting at once keeps etcd busy. */
 #define CREATE_WAIT_MS 1000
+#define CREATE_WAIT_LOOP_MS 2000
 
 struct watch_range {
 	char *key, *range_end;		/* range_end NULL: one key */
@@ -476,6 +478,9 @@ static bool watch_handle_frame(struct etcd_watch *w, const char *text, size_t le
 		w->got_frame = true;
 		w->failures = 0;
 		etcd_events_free(events, n);
+		/* the first creation starts the wait for the others */
+		if (!w->blocking && w->n_created == 1 && w->n_ranges > 1)
+			(void)watch_arm_timer(w);
 		return true;
 	}
 	struct watch_range *wr = NULL;
@@ -735,6 +740,12 @@ int etcd_watch_ranges(struct etcd_client *c, const struct etcd_watch_range *rang
 
 /* --- event-loop mode --------------------------------------------------------- */
 
+/* Some watches of the stream are created, not all (yet). */
+static bool watch_partly_created(const struct etcd_watch *w)
+{
+	return w->easy && w->n_created > 0 && w->n_created < w->n_ranges;
+}
+
 static int on_watch_timer(sd_event_source *s, uint64_t usec, void *userdata)
 {
 	struct etcd_watch *w = userdata;
@@ -744,6 +755,14 @@ static int on_watch_timer(sd_event_source *s, uint64_t usec, void *userdata)
 	if (!w->easy && w->reconnect_at) {
 		if (now >= w->reconnect_at && watch_connect(w) < 0)
 			watch_schedule_reconnect(w);
+	} else if (watch_partly_created(w) && now >= w->connect_ms + CREATE_WAIT_LOOP_MS) {
+		/* The gateway dropped the rest of the body (etcd_watch_ranges()):
+		 * every range resumes from its last revision on a new stream. */
+		etcd_set_error(w->c, "etcd '%s': %zu of %zu watches created, reopening the stream",
+			       w->c->endpoints[w->endpoint], w->n_created, w->n_ranges);
+		w->got_frame = true;
+		watch_schedule_reconnect(w);
+		return 0;
 	} else if (w->easy && w->idle_ms && now - w->last_data_ms >= w->idle_ms) {
 		etcd_set_error(w->c, "etcd '%s': watch silent for %" PRIu64 " s, reopening",
 			       w->c->endpoints[w->endpoint], w->idle_ms / 1000);
@@ -761,6 +780,8 @@ static int watch_arm_timer(struct etcd_watch *w)
 	int r;
 	if (!w->easy && w->reconnect_at)
 		at_ms = w->reconnect_at;
+	else if (watch_partly_created(w))
+		at_ms = w->connect_ms + CREATE_WAIT_LOOP_MS;
 	else if (w->easy && w->idle_ms)
 		at_ms = w->last_data_ms + w->idle_ms;
 	else

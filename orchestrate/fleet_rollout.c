@@ -119,7 +119,8 @@ bool rollout_record_current(const struct rollout_record *r, const char *version,
 /* --- halt ----------------------------------------------------------------------------- */
 
 static int halt_txn(struct fleet *f, const char *version, int64_t trigger, int64_t halted_mod,
-		    const struct rollout_record *rec, const struct etcd_kv *prev, bool *ret_ok)
+		    const struct rollout_record *rec, const struct etcd_kv *prev, bool *ret_ok,
+		    int64_t *ret_revision)
 {
 	const char *P = prefix_of(f);
 	_cleanup_(freep) char *k_cur = key_current_version(P);
@@ -142,12 +143,12 @@ static int halt_txn(struct fleet *f, const char *version, int64_t trigger, int64
 		    (r = etcd_txn_put(t, true, k_prev, version, 0)) < 0)
 			return r;
 	}
-	return etcd_txn_commit(f->etcd, t, ret_ok, NULL);
+	return etcd_txn_commit(f->etcd, t, ret_ok, ret_revision);
 }
 
 int fleet_halt(struct fleet *f, const char *version, int64_t trigger, int64_t halted_mod,
 	       const char *host, const char *reason, long failed, bool revert,
-	       char **ret_reverted_to)
+	       char **ret_reverted_to, int64_t *ret_revision)
 {
 	_cleanup_(etcd_kv_releasep) struct etcd_kv prev = { 0 };
 	_cleanup_(freep) char *k_prev = key_previous_version(prefix_of(f));
@@ -173,11 +174,12 @@ int fleet_halt(struct fleet *f, const char *version, int64_t trigger, int64_t ha
 		if (have_prev)
 			rec.reverted_to = prev.value;
 	}
-	r = halt_txn(f, version, trigger, halted_mod, &rec, have_prev ? &prev : NULL, &ok);
+	r = halt_txn(f, version, trigger, halted_mod, &rec, have_prev ? &prev : NULL, &ok,
+		     ret_revision);
 	if (r == -EACCES && have_prev) {
 		/* The node's role may not write current_version: halt anyway. */
 		rec.reverted_to = NULL;
-		r = halt_txn(f, version, trigger, halted_mod, &rec, NULL, &ok);
+		r = halt_txn(f, version, trigger, halted_mod, &rec, NULL, &ok, ret_revision);
 		if (r >= 0 && ok)
 			return -EACCES;
 	}

@@ -447,9 +447,11 @@ static bool node_evaluate_run(struct node *n)
 
 static void node_evaluate(struct node *n)
 {
-	/* A halt this node just wrote reaches its model with the next event:
-	 * until then, no run starts. */
-	if (n->synced && !n->stopping && (node_check_released(n) || node_check_budget(n))) {
+	/* A halt this node just wrote reaches its model later (events of
+	 * earlier revisions, such as the dead host's other keys, may come
+	 * first): until then, no run starts. */
+	if (n->synced && !n->stopping &&
+	    (node_check_released(n) || node_check_budget(n) || node_halt_pending(n))) {
 		node_try_services(n);
 		return;
 	}

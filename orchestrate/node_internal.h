@@ -93,6 +93,7 @@ struct node {
 	bool releasing;			/* the batch being written gives the slot back */
 	sd_event_source *progress_timer;	/* progress_deadline, first in the queue */
 	uint64_t progress_releases;	/* model.holder_releases when it was armed */
+	int64_t halt_revision;		/* of the halt this node wrote (node_halt_pending) */
 	int64_t budget_trigger;		/* the failure count last checked against... */
 	size_t budget_count;		/* ...the budget, so it is checked once */
 
@@ -207,6 +208,8 @@ int node_check_released(struct node *n);
 char *node_slot_detail(struct node *n);
 /* progress_deadline: armed by the first host queued for a slot. */
 void node_watch_progress(struct node *n, const struct slot_wait *w);
+/* Whether this node wrote a halt its model has not caught up with yet. */
+bool node_halt_pending(const struct node *n);
 /* Whether the host failed at the desired version's rollout and has not
  * succeeded since: its failed status stays until a run succeeds. */
 bool node_failed_here(const struct node *n);

@@ -294,6 +294,11 @@ char *node_slot_detail(struct node *n)
 
 /* --- halting ---------------------------------------------------------------------------- */
 
+bool node_halt_pending(const struct node *n)
+{
+	return n->halt_revision > 0 && n->model.revision < n->halt_revision;
+}
+
 bool node_failed_here(const struct node *n)
 {
 	return n->attempts > 0 && str_eq(n->fail_version, n->model.desired) &&
@@ -304,12 +309,17 @@ int node_halt(struct node *n, const char *reason, size_t failed)
 {
 	const struct fleet_model *m = &n->model;
 	_cleanup_(freep) char *reverted = NULL;
+	int64_t revision = 0;
 	int r;
 
 	if (!m->desired_known || !m->desired || m->trigger <= 0 || fleet_model_halted(m, NULL))
 		return 0;
 	r = fleet_halt(&n->fleet, m->desired, m->trigger, m->halted.key ? m->halted.mod_revision : 0,
-		       n->host, reason, (long)failed, m->policy.auto_revert, &reverted);
+		       n->host, reason, (long)failed, m->policy.auto_revert, &reverted, &revision);
+	/* Until the stream brings the model to the halt's revision, this node
+	 * alone knows of it: node_evaluate_run() takes it as halted. */
+	if (r > 0 || r == -EACCES)
+		n->halt_revision = revision;
 	if (r == -EACCES) {
 		log_fields(LOG_ERR, m->desired, NULL,
 			   "halted the rollout of %s (%s), but etcd refused the automatic revert: "
