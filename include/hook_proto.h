@@ -74,6 +74,8 @@ int hook_request_parse(const char *data, size_t len, char **ret_name, char ***re
 
 /* Appends a frame; -E2BIG when n > HOOK_FRAME_MAX. */
 int hook_frame_add(struct buf *b, char type, const void *payload, size_t n);
+/* Sends all n bytes on the socket fd (no SIGPIPE); -errno on failure. */
+int hook_proto_send(int fd, const char *p, size_t n);
 /* printf-style payload, for S, E, X and K. */
 int hook_frame_addf(struct buf *b, char type, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

@@ -419,20 +419,6 @@ void hook_set_output(struct hook *h, hook_output_fn fn)
 	h->output = fn;
 }
 
-static int write_all_fd(int fd, const char *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -errno;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 /* A kill frame; the socket is non-blocking by now and the frame is tiny, so
  * it is either sent whole or the runner is gone (which kills the hook too). */
 static void hook_remote_kill(struct hook *h, int sig)
@@ -563,7 +549,7 @@ static int hook_spawn_remote(struct hook *h, char *const *env)
 			   strerror(-r));
 		return r;
 	}
-	if ((r = write_all_fd(h->fd, req.data, req.len)) < 0 ||
+	if ((r = hook_proto_send(h->fd, req.data, req.len)) < 0 ||
 	    (r = hook_remote_wait_start(h)) < 0) {
 		if (r == -EPROTO || r == -ETIMEDOUT || r == -ECONNRESET || r == -EPIPE)
 			log_fields(LOG_WARNING, h->version, h->name, "hook runner '%s': %s",

@@ -9,6 +9,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <sys/socket.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -264,4 +265,18 @@ int hook_frame_exit(const char *payload, size_t n, int *ret_exit_code, int *ret_
 		return 0;
 	}
 	return -EBADMSG;
+}
+
+int hook_proto_send(int fd, const char *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -errno;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
 }

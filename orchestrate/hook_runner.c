@@ -70,20 +70,6 @@ static void usage(FILE *f)
 		"Started by orchestrate-hook.socket; see orchestrated(8).\n");
 }
 
-static int send_all(int fd, const char *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -errno;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 static void run_lost(struct run *run)
 {
 	if (run->gone)
@@ -99,7 +85,7 @@ static void run_lost(struct run *run)
 
 static void run_send(struct run *run, const struct buf *f)
 {
-	if (!run->gone && send_all(run->fd, f->data, f->len) < 0)
+	if (!run->gone && hook_proto_send(run->fd, f->data, f->len) < 0)
 		run_lost(run);
 }
 
@@ -214,7 +200,7 @@ static void send_error(int fd, int code, const char *msg)
 {
 	_cleanup_(buf_releasep) struct buf f = BUF_INIT;
 	if (hook_frame_addf(&f, HOOK_FRAME_ERROR, "%d %s", code, msg) == 0)
-		(void)send_all(fd, f.data, f.len);
+		(void)hook_proto_send(fd, f.data, f.len);
 }
 
 static const char *hook_path(const struct config *cfg, const char *name)
