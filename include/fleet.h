@@ -223,10 +223,6 @@ int fleet_get_policy(struct fleet *f, struct rollout_policy *ret, char **ret_raw
 int fleet_set_policy(struct fleet *f, const struct rollout_policy *p);
 /* Returns 1 when a policy was removed, 0 when there was none. */
 int fleet_clear_policy(struct fleet *f);
-/* Puts rollout/holders/HOST {"version":…,"group":…} under lease (group may be
- * NULL): the slot a node takes while it applies an update under a policy. */
-int fleet_put_holder(struct fleet *f, const char *host, const char *version, const char *group,
-		     int64_t lease);
 
 /* Which pause of list (a read of pause/) applies to host in group (may be NULL):
  * global first, then the group's, then the host's.  1 and *ret_reason ("global:

@@ -1498,18 +1498,6 @@ static int holder_value(const char *host, const char *version, const char *group
 	return json_print(obj, ret);
 }
 
-int fleet_put_holder(struct fleet *f, const char *host, const char *version, const char *group,
-		     int64_t lease)
-{
-	_cleanup_(freep) char *key = NULL, *value = NULL;
-	int r = holder_value(host, version, group, &value);
-	if (r < 0)
-		return r;
-	if (!(key = key_rollout_holder(fleet_prefix(f), host)))
-		return -ENOMEM;
-	return written(etcd_put(f->etcd, key, value, strlen(value), lease));
-}
-
 /* --- the fleet at a glance -------------------------------------------------------------- */
 
 enum view_source {
