@@ -114,7 +114,8 @@ UNIT_TESTS = \
 	tests/unit/test_rollout \
 	tests/unit/test_wait \
 	tests/unit/test_etcd_range \
-	tests/unit/test_hook_proto
+	tests/unit/test_hook_proto \
+	tests/unit/test_fleet_model
 
 # The binaries go to bin/: orchestrate/ is the source folder, and a file cannot
 # share its name at the top of the tree.

@@ -179,6 +179,11 @@ static inline void etcd_txn_freep(struct etcd_txn **t) { if (*t) etcd_txn_free(*
 /* version 0 compares "the key does not exist". */
 int etcd_txn_if_version(struct etcd_txn *t, const char *key, enum etcd_cmp cmp, int64_t version);
 int etcd_txn_if_mod_revision(struct etcd_txn *t, const char *key, enum etcd_cmp cmp, int64_t rev);
+/* The same for every key that starts with prefix (etcd's range compare): it
+ * holds when each of them compares so; an empty range compares as a missing
+ * key (mod revision 0).  "LESS than R + 1" says "nothing in it written after R". */
+int etcd_txn_if_prefix_mod_revision(struct etcd_txn *t, const char *prefix, enum etcd_cmp cmp,
+				    int64_t rev);
 /* on_success: the op runs when the compares hold; otherwise when they fail. */
 int etcd_txn_put(struct etcd_txn *t, bool on_success, const char *key, const char *value,
 		 int64_t lease);

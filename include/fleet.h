@@ -141,6 +141,9 @@ struct pause_entry {
 int fleet_pauses_list(struct fleet *f, struct pause_entry **ret, size_t *ret_n);
 void pause_entries_free(struct pause_entry *p, size_t n);
 
+/* How many hosts are alive (one count-only range of alive/): what
+ * max_fail_percent is a share of. */
+int fleet_alive_count(struct fleet *f, size_t *ret);
 /* How many hosts registered in group (keys under groups/GROUP/; one count-only
  * range), so that `pause --group` can warn about a group nobody is in. */
 int fleet_group_size(struct fleet *f, const char *group, size_t *ret);
@@ -269,6 +272,19 @@ int fleet_batch_unpublish(struct fleet_batch *b, const char *service, const char
 int fleet_batch_holder(struct fleet_batch *b, const char *host, const char *version,
 		       const char *group, int64_t lease);
 int fleet_batch_release_holder(struct fleet_batch *b, const char *host);
+/*
+ * Guards, for the fleet layer's own use (fleet_model_guard_start() builds the
+ * one the node needs; nothing above the fleet layer names a key): the batch is
+ * written only if KEY's mod revision is exactly revision, or only if no key of
+ * its range (KEY alone, or every key starting with it) was written after
+ * revision.  A deletion leaves no key behind, so it never fails the second.
+ */
+int fleet_batch_if_written_at(struct fleet_batch *b, const char *key, int64_t revision);
+int fleet_batch_if_unchanged_since(struct fleet_batch *b, const char *key, bool prefix,
+				   int64_t revision);
+/* Sends the batch as one txn (nothing at all when it is empty): 0 when it was
+ * written, -ECANCELED when a guard did not hold (nothing was written), or the
+ * error.  *ret_revision (may be NULL) is the revision etcd answered at. */
 int fleet_batch_commit(struct fleet_batch *b, int64_t *ret_revision);
 
 /* The JSON value of available_services/SERVICE/HOST; -EINVAL for a bad name or

@@ -56,8 +56,14 @@ struct fleet_model {
 	char *k_services_dir;
 	char **k_service_dirs;		/* one per consumed service, NULL-terminated */
 
-	/* What etcd said, complete up to revision. */
+	/* What etcd said: revision is the newest event applied.  A txn that
+	 * touches two watched ranges reaches the node as one frame per range,
+	 * so each range says how far it is complete on its own: every write
+	 * to pause/ up to pause_revision, and to rollout/ up to
+	 * rollout_revision, has been applied (the start guard relies on it). */
 	int64_t revision;
+	int64_t pause_revision;
+	int64_t rollout_revision;
 	bool desired_known;		/* false: implausible current_version */
 	char *desired;			/* NULL: none set */
 	int64_t trigger;		/* current_version's mod revision: the rollout's id */
@@ -125,9 +131,55 @@ bool fleet_model_promoted(const struct fleet_model *m);
 size_t fleet_model_failures(const struct fleet_model *m);
 size_t fleet_model_canaries(const struct fleet_model *m);
 bool fleet_model_failed_here(const struct fleet_model *m, bool any_trigger);
-bool fleet_model_canary_here(const struct fleet_model *m);
 /* The host's own failure record of the rollout (decoded into *ret), if any. */
 bool fleet_model_own_failure(const struct fleet_model *m, struct rollout_record *ret);
+
+/*
+ * The rollout's answer to one host, from the model alone (pure: the node asks
+ * it at every evaluation, the unit tests drive it directly).  Whoever would
+ * start a run checks the failure budget first, in the same model: a revision
+ * that frees a slot and records the failure that spends the budget gives
+ * ROLLOUT_HALT, never ROLLOUT_START.
+ */
+enum rollout_verdict {
+	ROLLOUT_START,		/* a slot (or no limit): start the run */
+	ROLLOUT_QUEUE,		/* queue for a slot first: put the holder key */
+	ROLLOUT_WAIT,		/* queued behind others (or its key not back yet) */
+	ROLLOUT_WAIT_CANARY,	/* the canaries go first: wait for promote */
+	ROLLOUT_HALT,		/* it would start, but the budget is spent: halt */
+	ROLLOUT_COUNT_ALIVE,	/* it would start: count the alive hosts (for
+				 * max_fail_percent) and ask again */
+};
+struct rollout_ask {
+	long limit;		/* the slots of the host's stage; 0: no limit */
+	long alive;		/* alive hosts for max_fail_percent; < 0: not counted */
+	bool queued;		/* the host put its holder key */
+	bool has_slot;		/* it took a slot already (splay, retry): kept */
+};
+struct rollout_decision {
+	enum rollout_verdict verdict;
+	size_t failed;		/* failure records of the current trigger */
+	size_t canaries_done;	/* canary records of the current trigger */
+	bool canary;		/* START: as a canary; WAIT_CANARY: promote awaited */
+	long cap;		/* slots open to the stage now (canaries left) */
+	bool ranked;		/* the host's key is in the model: */
+	size_t rank;		/* its place in the stage's queue, 0-based */
+	size_t in_stage;	/* holders of the stage */
+	char *halt_reason;	/* HALT: why (caller frees) */
+};
+int fleet_model_decide(const struct fleet_model *m, const struct rollout_ask *ask,
+		       struct rollout_decision *ret);
+
+/*
+ * The guard of a run's start: adds to b the compares that hold only while
+ * nothing that could stop the run was written since the model's view —
+ * current_version still at the trigger, and no write under rollout/failed/,
+ * rollout/canary/, rollout/halted, rollout/policy or pause/ after the
+ * revision the model has of each.  The start txn then fails (-ECANCELED from
+ * fleet_batch_commit) instead of starting a host on a view that is behind,
+ * whatever the timing between hosts, at no request of its own.
+ */
+int fleet_model_guard_start(const struct fleet_model *m, struct fleet_batch *b);
 
 /* Hands out the holders deleted since the last call (at most
  * FLEET_MODEL_RELEASED_MAX, the latest): free with rollout_holders_free. */

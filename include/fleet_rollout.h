@@ -53,6 +53,14 @@ int rollout_record_encode(const struct rollout_record *r, char **ret);
 /* Whether r belongs to the rollout of version at trigger. */
 bool rollout_record_current(const struct rollout_record *r, const char *version, int64_t trigger);
 
+/*
+ * The failure budget of p (pure): 1 and *ret_reason (caller frees) when
+ * failed hosts are more than it allows, else 0.  alive is the alive hosts
+ * max_fail_percent is a share of; with a percentage and a failure, an
+ * alive < 0 (not counted) is -EAGAIN: count them and ask again.
+ */
+int rollout_budget_spent(const struct rollout_policy *p, size_t failed, long alive,
+			 char **ret_reason);
 /* Puts HOST's failure record (in the node's end-of-run batch). */
 int fleet_batch_failure(struct fleet_batch *b, const char *host, const char *version,
 			int64_t trigger, long attempts, const char *stage);

@@ -1010,6 +1010,21 @@ int etcd_txn_if_mod_revision(struct etcd_txn *t, const char *key, enum etcd_cmp 
 	return txn_if_int(t, key, cmp, "MOD", "mod_revision", rev);
 }
 
+int etcd_txn_if_prefix_mod_revision(struct etcd_txn *t, const char *prefix, enum etcd_cmp cmp,
+				    int64_t rev)
+{
+	size_t len = strlen(prefix);
+	_cleanup_(freep) char *end = malloc(len + 1);
+	cJSON *o;
+
+	if (!end)
+		return -ENOMEM;
+	size_t end_len = etcd_prefix_end(prefix, len, end);
+	o = txn_compare(t, prefix, cmp, "MOD");
+	return o && add_int64(o, "mod_revision", rev) == 0 &&
+		       add_bytes(o, "range_end", end, end_len) == 0 ? 0 : -ENOMEM;
+}
+
 static cJSON *txn_op(struct etcd_txn *t, bool on_success, const char *kind)
 {
 	cJSON *op = cJSON_CreateObject();

@@ -873,6 +873,10 @@ static int on_curl_socket(CURL *easy, curl_socket_t fd, int what, void *userp, v
 		return sd_event_source_set_io_events(s, events) < 0 ? -1 : 0;
 	if (sd_event_add_io(c->event, &s, fd, events, on_curl_io, c) < 0)
 		return -1;
+	/* Streams are read before anything of normal priority runs (the
+	 * node's evaluation among it): frames that have arrived are applied
+	 * first, so that a decision sees every one of them. */
+	(void)sd_event_source_set_priority(s, SD_EVENT_PRIORITY_IMPORTANT);
 	curl_multi_assign(c->multi, fd, s);
 	return 0;
 }

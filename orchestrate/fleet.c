@@ -1154,6 +1154,12 @@ static int count_keys(struct fleet *f, const char *dir, size_t *ret)
 	return 0;
 }
 
+int fleet_alive_count(struct fleet *f, size_t *ret)
+{
+	_cleanup_(freep) char *dir = key_alive_dir(fleet_prefix(f));
+	return count_keys(f, dir, ret);
+}
+
 int fleet_group_size(struct fleet *f, const char *group, size_t *ret)
 {
 	if (!name_ok(group))
@@ -1935,17 +1941,19 @@ void fleet_view_release(struct fleet_view *v)
 /* --- batches -------------------------------------------------------------------------- */
 
 /*
- * A batch is one txn without compares: every op is checked (names, values) as
- * it is added, so a batch either holds only valid ops or is dropped by its
- * caller, and its commit writes all of them at one revision or none.  It is
- * how a node makes a run cost etcd the writes it must make and no more: the
- * end of a run (puppet and validation states, running version, alive, its
- * services, its rollout slot) is one request.
+ * A batch is one txn: every op is checked (names, values) as it is added, so a
+ * batch either holds only valid ops or is dropped by its caller, and its
+ * commit writes all of them at one revision or none.  It is how a node makes a
+ * run cost etcd the writes it must make and no more: the end of a run (puppet
+ * and validation states, running version, alive, its services, its rollout
+ * slot) is one request.  A batch may also carry compares (a guard: see
+ * fleet_model_guard_start()), which ride the same request.
  */
 struct fleet_batch {
 	struct fleet *f;
 	struct etcd_txn *t;
 	size_t ops;
+	size_t compares;
 };
 
 int fleet_batch_new(struct fleet *f, struct fleet_batch **ret)
@@ -2122,11 +2130,35 @@ int fleet_batch_canary(struct fleet_batch *b, const char *host, const char *vers
 	return batch_put(b, key_rollout_canary(fleet_prefix(b->f), host), value, 0);
 }
 
+int fleet_batch_if_written_at(struct fleet_batch *b, const char *key, int64_t revision)
+{
+	int r = etcd_txn_if_mod_revision(b->t, key, ETCD_CMP_EQUAL, revision);
+	if (r >= 0)
+		b->compares++;
+	return r;
+}
+
+int fleet_batch_if_unchanged_since(struct fleet_batch *b, const char *key, bool prefix,
+				   int64_t revision)
+{
+	int r = prefix ? etcd_txn_if_prefix_mod_revision(b->t, key, ETCD_CMP_LESS, revision + 1)
+		       : etcd_txn_if_mod_revision(b->t, key, ETCD_CMP_LESS, revision + 1);
+	if (r >= 0)
+		b->compares++;
+	return r;
+}
+
 int fleet_batch_commit(struct fleet_batch *b, int64_t *ret_revision)
 {
-	if (b->ops == 0)
+	bool held = true;
+	int r;
+
+	if (b->ops == 0 && b->compares == 0)
 		return 0;
-	return written(etcd_txn_commit(b->f->etcd, b->t, NULL, ret_revision));
+	r = etcd_txn_commit(b->f->etcd, b->t, b->compares ? &held : NULL, ret_revision);
+	if (r < 0)
+		return r;
+	return held ? 0 : -ECANCELED;
 }
 
 int fleet_service_value(const char *service, const char *host,

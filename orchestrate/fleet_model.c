@@ -425,8 +425,13 @@ int fleet_model_apply(struct fleet_model *m, const struct etcd_event *events, si
 		int r = apply_one(m, &events[i].kv, events[i].type == ETCD_EVENT_DELETE, ret_changed);
 		if (r < 0)
 			return r;
-		if (events[i].kv.mod_revision > m->revision)
-			m->revision = events[i].kv.mod_revision;
+		int64_t rev = events[i].kv.mod_revision;
+		if (rev > m->revision)
+			m->revision = rev;
+		if (has_prefix(&events[i].kv, m->k_rollout_dir) && rev > m->rollout_revision)
+			m->rollout_revision = rev;
+		else if (has_prefix(&events[i].kv, m->k_pause_dir) && rev > m->pause_revision)
+			m->pause_revision = rev;
 	}
 	if (m->catalog.revision < m->revision)
 		m->catalog.revision = m->revision;
@@ -488,7 +493,7 @@ int fleet_model_read(struct fleet *f, struct fleet_model *m)
 	for (size_t i = 0; i < rollout.n; i++)
 		if ((r = apply_one(m, &rollout.kvs[i], false, &ignored)) < 0)
 			return r;
-	m->revision = revision;
+	m->revision = m->pause_revision = m->rollout_revision = revision;
 	return 0;
 }
 
@@ -593,11 +598,6 @@ bool fleet_model_own_failure(const struct fleet_model *m, struct rollout_record 
 	return kv && record_current(m, kv, ret);
 }
 
-bool fleet_model_canary_here(const struct fleet_model *m)
-{
-	const struct etcd_kv *kv = own_record(m, &m->canaries, m->k_canary_dir);
-	return kv && record_current(m, kv, NULL);
-}
 
 size_t rollout_policy_stage(const struct rollout_policy *p, const char *group)
 {
@@ -625,6 +625,80 @@ int fleet_model_holder_rank(const struct fleet_model *m, size_t *ret_rank, size_
 	*ret_rank = rank;
 	*ret_in_stage = in_stage;
 	return found;
+}
+
+/* --- the decision ---------------------------------------------------------------------- */
+
+int fleet_model_decide(const struct fleet_model *m, const struct rollout_ask *ask,
+		       struct rollout_decision *ret)
+{
+	const struct rollout_policy *p = &m->policy;
+	bool canary;
+	long cap;
+	int r;
+
+	*ret = (struct rollout_decision){ .verdict = ROLLOUT_START };
+	if (m->policy_state == 0)
+		return 0;
+	ret->failed = fleet_model_failures(m);
+	ret->canaries_done = fleet_model_canaries(m);
+	/* Until promoted, the canaries are the first hosts to hold a slot: the
+	 * ones running now (holders), those that validated (canary/) and those
+	 * that failed (failed/: a failed canary is a verdict, and no other
+	 * host takes its place). */
+	canary = p->canary > 0 && !fleet_model_promoted(m);
+	cap = ask->limit;
+	if (canary) {
+		size_t used = ret->canaries_done + ret->failed;
+		long left = p->canary > (long)used ? p->canary - (long)used : 0;
+		if (cap <= 0 || left < cap)
+			cap = left;
+	}
+	ret->cap = cap;
+	if (!ask->has_slot && (ask->limit > 0 || canary)) {
+		if (!ask->queued) {
+			ret->verdict = ROLLOUT_QUEUE;
+			return 0;
+		}
+		ret->ranked = fleet_model_holder_rank(m, &ret->rank, &ret->in_stage) == 1;
+		if (!ret->ranked) {
+			ret->verdict = ROLLOUT_WAIT;	/* our key is not back yet */
+			return 0;
+		}
+		if ((long)ret->rank >= cap) {
+			ret->canary = canary;
+			ret->verdict = canary ? ROLLOUT_WAIT_CANARY : ROLLOUT_WAIT;
+			return 0;
+		}
+		ret->canary = canary;
+	}
+	/* It would start: not when the failures it can see spend the budget. */
+	if (rollout_policy_has_budget(p)) {
+		r = rollout_budget_spent(p, ret->failed, ask->alive, &ret->halt_reason);
+		if (r == -EAGAIN) {
+			ret->verdict = ROLLOUT_COUNT_ALIVE;
+			return 0;
+		}
+		if (r < 0)
+			return r;
+		if (r > 0)
+			ret->verdict = ROLLOUT_HALT;
+	}
+	return 0;
+}
+
+int fleet_model_guard_start(const struct fleet_model *m, struct fleet_batch *b)
+{
+	int r;
+
+	if ((r = fleet_batch_if_written_at(b, m->k_version, m->trigger)) < 0 ||
+	    (r = fleet_batch_if_unchanged_since(b, m->k_pause_dir, true, m->pause_revision)) < 0 ||
+	    (r = fleet_batch_if_unchanged_since(b, m->k_failed_dir, true, m->rollout_revision)) < 0 ||
+	    (r = fleet_batch_if_unchanged_since(b, m->k_canary_dir, true, m->rollout_revision)) < 0 ||
+	    (r = fleet_batch_if_unchanged_since(b, m->k_halted, false, m->rollout_revision)) < 0 ||
+	    (r = fleet_batch_if_unchanged_since(b, m->k_policy, false, m->rollout_revision)) < 0)
+		return r;
+	return 0;
 }
 
 /* --- staged rollouts -------------------------------------------------------------------- */

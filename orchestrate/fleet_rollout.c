@@ -4,7 +4,9 @@
  *
  * Fleet-layer code: it knows the key layout and neither logs nor exits.
  */
+#define _GNU_SOURCE
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -117,6 +119,24 @@ bool rollout_record_current(const struct rollout_record *r, const char *version,
 }
 
 /* --- halt ----------------------------------------------------------------------------- */
+
+int rollout_budget_spent(const struct rollout_policy *p, size_t failed, long alive,
+			 char **ret_reason)
+{
+	*ret_reason = NULL;
+	if (p->has_max_failures && (long)failed > p->max_failures)
+		return asprintf(ret_reason, "%zu host%s failed, more than max_failures %ld", failed,
+				failed == 1 ? "" : "s", p->max_failures) < 0 ? -ENOMEM : 1;
+	if (p->max_fail_percent > 0 && failed > 0) {
+		if (alive < 0)
+			return -EAGAIN;
+		if ((double)failed * 100.0 <= p->max_fail_percent * (double)alive)
+			return 0;
+		return asprintf(ret_reason, "%zu of %ld hosts failed, more than max_fail_percent %g",
+				failed, alive, p->max_fail_percent) < 0 ? -ENOMEM : 1;
+	}
+	return 0;
+}
 
 static int halt_txn(struct fleet *f, const char *version, int64_t trigger, int64_t halted_mod,
 		    const struct rollout_record *rec, const struct etcd_kv *prev, bool *ret_ok,

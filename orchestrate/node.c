@@ -21,6 +21,20 @@
  * node_set_state(), which also logs the change and tells systemd (STATUS=).
  * A run in progress is never interrupted by a change of the desired version:
  * it finishes, and the next evaluation starts a run for the new version.
+ *
+ * Decisions on whole revisions.  etcd sends all the events of one revision of
+ * one watched range in one response; the node applies a response whole and
+ * decides only after it (the stream's sockets are read at a higher priority
+ * than the evaluation, so every frame that has arrived is applied before a
+ * decision).  A txn that touches two ranges, though, reaches the node as one
+ * response per range, and a decision may fall between them.  So the write
+ * that starts a run is guarded in etcd as well (fleet_model_guard_start): it
+ * holds only if no failure record, halt, canary record, policy or pause was
+ * written, and current_version did not move, after the revision of the
+ * model's view; otherwise nothing is written and the node decides again once
+ * its stream has brought the change.  Whoever would start a run checks the
+ * failure budget in the same model first (fleet_model_decide), so a spent
+ * budget starts no one, whatever the timing between two hosts' views.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -392,6 +406,8 @@ static bool node_evaluate_run(struct node *n)
 		node_schedule_resync(n, USEC_PER_SEC);
 		return false;
 	}
+	if (wait.halting)
+		return false;	/* the halt reaches the model next */
 	node_watch_progress(n, &wait);
 	if (r == 0) {
 		_cleanup_(freep) char *detail = NULL, *line = NULL;
@@ -441,8 +457,7 @@ static bool node_evaluate_run(struct node *n)
 	 * services hook ends first (its end evaluates again). */
 	if (n->services_hook)
 		return false;
-	node_start_run(n);
-	return true;
+	return node_start_run(n);
 }
 
 static void node_evaluate(struct node *n)

@@ -109,6 +109,7 @@ struct node {
 	bool validation_failed;
 	bool rerun;			/* an interrupted run must be repeated */
 	bool splay_done;
+	bool start_refused;		/* the start's guard failed: wait for the stream */
 	unsigned failures;		/* consecutive, for the backoff */
 	/* Honest states: the failures at one rollout (version and trigger). */
 	char *fail_version;
@@ -189,6 +190,7 @@ struct slot_wait {
 	size_t rank;		/* 0-based */
 	bool canary;		/* the canaries took every slot: wait for promote */
 	size_t canaries_done;
+	bool halting;		/* it would start, but the budget is spent: halted */
 };
 int node_take_slot(struct node *n, struct slot_wait *ret_wait);
 void node_release_slot(struct node *n);
@@ -219,7 +221,10 @@ void node_read_local(struct node *n);
 void node_status(struct node *n, enum status_type type, enum status_state state,
 		 const char *version, int exit_code, const char *detail);
 int node_build_env(struct node *n, const char *version, char ***ret);
-void node_start_run(struct node *n);
+/* Starts the run the evaluation decided on; false when etcd refused the start
+ * because the fleet changed since the model's view (the guard): the node
+ * decides again once the stream has brought the change. */
+bool node_start_run(struct node *n);
 void node_retry_owed(struct node *n);
 int node_on_run_timer(sd_event_source *s, uint64_t usec, void *userdata);
 

@@ -165,35 +165,94 @@ static int node_watch_stage(struct node *n, int64_t from)
 				       &n->stage_watch);
 }
 
+/* The alive hosts max_fail_percent is a share of (one count-only read). */
+static int node_count_alive(struct node *n, long *ret)
+{
+	size_t alive;
+	int r = fleet_alive_count(&n->fleet, &alive);
+	if (r < 0) {
+		log_warnx("cannot count the alive hosts for the failure budget: %s",
+			  node_etcd_error(n));
+		return r;
+	}
+	*ret = (long)alive;
+	return 0;
+}
+
+/* Queues for a slot: the place is known once the key comes back on the
+ * stream, so the host waits at least until then: it says so in the same txn
+ * (node_wait then finds it said). */
+static int node_queue(struct node *n)
+{
+	_cleanup_(fleet_batch_freep) struct fleet_batch *b = NULL;
+	_cleanup_(freep) char *detail = node_slot_detail(n);
+	_cleanup_(freep) char *said = NULL;
+	struct status_extra x = { .wait = "slot" };
+	bool say = !node_failed_here(n);
+	int r;
+
+	if (!detail || asprintf(&said, "slot: %s", detail) < 0)
+		return -ENOMEM;
+	if ((r = fleet_batch_new(&n->fleet, &b)) < 0 ||
+	    (r = fleet_batch_holder(b, n->host, n->model.desired, n->opt.config->group,
+				    n->lease)) < 0 ||
+	    (say && (r = fleet_batch_status_extra(b, n->host, STATUS_PUPPET, STATE_PENDING,
+						  n->model.desired, -1, detail, &x)) < 0) ||
+	    (r = fleet_batch_commit(b, NULL)) < 0)
+		return r;
+	n->holding = true;
+	if (say)
+		set_str(&n->pending_detail, said);
+	return 0;
+}
+
+/* Past the canaries, promote is what the host waits for first; under
+ * auto_promote the first in the queue speaks for it (the txn makes it once). */
+static int node_auto_promote(struct node *n, const struct rollout_decision *d)
+{
+	const struct rollout_policy *policy = &n->model.policy;
+	_cleanup_(freep) char *by = NULL;
+	int r;
+
+	if (!policy->auto_promote || d->rank != 0 || d->canaries_done < (size_t)policy->canary ||
+	    d->failed > 0)
+		return 0;
+	if (asprintf(&by, "auto (%s)", n->host) < 0)
+		return -ENOMEM;
+	r = fleet_promote(&n->fleet, by, n->model.trigger, NULL);
+	if (r > 0)
+		log_fields(LOG_NOTICE, n->model.desired, NULL,
+			   "canaries of %s validated with no failure: promoted", n->model.desired);
+	return r < 0 ? r : 0;
+}
+
 /*
- * Takes a rollout slot when a policy is set.  Returns 1 when the node may run
- * (no policy, or its stage's turn and a slot held), 0 when it must wait — for
- * an earlier group (ret_wait->group set) or for a slot — or a negative code.
+ * Asks the rollout whether the node may run (fleet_model_decide(), from the
+ * model at the revision being evaluated).  Returns 1 when it may (no policy,
+ * or its stage's turn and a slot held), 0 when it must wait — for an earlier
+ * group (ret_wait->group set), a slot, promote, or a halt it has just written
+ * (ret_wait->halting) — or a negative code.
  *
  * Slots are counted among the holders of the node's own stage: the first
  * max_parallel of them by create revision hold one.  Holders of other stages
  * are hosts still retrying an earlier group (which keeps this stage waiting
- * anyway) or the unlisted, which must not eat a listed group's slots.
+ * anyway) or the unlisted, which must not eat a listed group's slots.  A host
+ * that would start checks the failure budget in the same model first, and
+ * halts the rollout instead when it is spent.
  */
 int node_take_slot(struct node *n, struct slot_wait *ret_wait)
 {
 	const struct rollout_policy *policy = &n->model.policy;
 	const struct config *cfg = n->opt.config;
-	size_t rank, in_stage;
-	long limit = 0, cap;
-	bool canary;
+	struct rollout_ask ask = { .alive = -1, .has_slot = n->has_slot };
+	struct rollout_decision d = { 0 };
 	int r;
 
-	if (n->has_slot)
-		return 1;
 	if (n->model.policy_state == 0) {
 		node_release_slot(n);
 		return 1;
 	}
-	/* Until promoted, the canaries are the first hosts to hold a slot: the
-	 * ones running now (holders) and those that validated (canary/). */
-	canary = policy->canary > 0 && !fleet_model_promoted(&n->model);
-	if (policy->n_groups) {
+	if (policy->n_groups && !n->has_slot) {
 		int64_t revision = 0;
 		r = fleet_stage_ready(&n->fleet, policy, cfg->group, n->host, n->model.desired,
 				      &ret_wait->group, &ret_wait->behind, &revision);
@@ -205,84 +264,61 @@ int node_take_slot(struct node *n, struct slot_wait *ret_wait)
 		}
 		node_unwatch_stage(n);
 	}
-
-	if (policy->max_parallel > 0)
-		limit = policy->max_parallel;
-	else if (policy->max_percent > 0 &&
-		 (r = fleet_percent_limit(&n->fleet, policy, cfg->group, &limit)) < 0)
-		return r;
-	if (limit <= 0 && !canary) {
-		node_release_slot(n);
-		return 1;	/* groups alone: the whole group at once */
-	}
-	cap = limit;
-	if (canary) {
-		size_t done = fleet_model_canaries(&n->model);
-		long left = policy->canary > (long)done ? policy->canary - (long)done : 0;
-		ret_wait->canaries_done = done;
-		if (cap <= 0 || left < cap)
-			cap = left;
-	}
-
-	if (!n->holding) {
-		/* Queued: the place is known once the key comes back on the
-		 * stream, so the host waits at least until then: say so in the
-		 * same txn (node_wait then finds it said). */
-		_cleanup_(fleet_batch_freep) struct fleet_batch *b = NULL;
-		_cleanup_(freep) char *detail = node_slot_detail(n);
-		_cleanup_(freep) char *said = NULL;
-		struct status_extra x = { .wait = "slot" };
-		bool say = !node_failed_here(n);
-		if (!detail || asprintf(&said, "slot: %s", detail) < 0)
-			return -ENOMEM;
-		if ((r = fleet_batch_new(&n->fleet, &b)) < 0 ||
-		    (r = fleet_batch_holder(b, n->host, n->model.desired, cfg->group, n->lease)) < 0 ||
-		    (say && (r = fleet_batch_status_extra(b, n->host, STATUS_PUPPET, STATE_PENDING,
-							  n->model.desired, -1, detail, &x)) < 0) ||
-		    (r = fleet_batch_commit(b, NULL)) < 0)
+	if (!n->has_slot) {
+		if (policy->max_parallel > 0)
+			ask.limit = policy->max_parallel;
+		else if (policy->max_percent > 0 &&
+			 (r = fleet_percent_limit(&n->fleet, policy, cfg->group, &ask.limit)) < 0)
 			return r;
-		n->holding = true;
-		if (say)
-			set_str(&n->pending_detail, said);
 	}
-	/* Our own key reaches the model through the stream, like everyone's:
-	 * until it has, the place in the queue is not known yet. */
-	ret_wait->limit = limit;
-	if (fleet_model_holder_rank(&n->model, &rank, &in_stage) == 0) {
-		ret_wait->holders = in_stage + 1;
-		return 0;
-	}
-	ret_wait->holders = in_stage;
-	ret_wait->ranked = true;
-	ret_wait->rank = rank;
-	if ((long)rank < cap) {
-		n->has_slot = true;
-		n->canary_run = canary;
-		if (canary)
-			log_info("rollout slot taken as canary %zu of %ld", ret_wait->canaries_done + rank + 1,
-				 policy->canary);
+	for (;;) {
+		ask.queued = n->holding;
+		free(d.halt_reason);
+		if ((r = fleet_model_decide(&n->model, &ask, &d)) < 0)
+			return r;
+		if (d.verdict == ROLLOUT_QUEUE)
+			r = node_queue(n);
+		else if (d.verdict == ROLLOUT_COUNT_ALIVE && ask.alive < 0)
+			r = node_count_alive(n, &ask.alive);
 		else
-			log_info("rollout slot taken (%zu of %ld)", rank + 1, limit);
-		return 1;
-	}
-	/* Past the canaries, promote is what the host waits for first. */
-	ret_wait->canary = canary;
-	if (ret_wait->canary && policy->auto_promote && rank == 0 &&
-	    ret_wait->canaries_done >= (size_t)policy->canary &&
-	    fleet_model_failures(&n->model) == 0) {
-		/* The first in the queue speaks for it; the txn makes it once. */
-		_cleanup_(freep) char *by = NULL;
-		if (asprintf(&by, "auto (%s)", n->host) < 0)
-			return -ENOMEM;
-		r = fleet_promote(&n->fleet, by, n->model.trigger, NULL);
+			break;
 		if (r < 0)
 			return r;
-		if (r > 0)
-			log_fields(LOG_NOTICE, n->model.desired, NULL,
-				   "canaries of %s validated with no failure: promoted",
-				   n->model.desired);
 	}
-	return 0;
+	_cleanup_(freep) char *halt_reason = d.halt_reason;
+
+	ret_wait->limit = ask.limit;
+	ret_wait->canaries_done = d.canaries_done;
+	ret_wait->holders = d.ranked ? d.in_stage : d.in_stage + 1;
+	ret_wait->ranked = d.ranked;
+	ret_wait->rank = d.rank;
+	switch (d.verdict) {
+	case ROLLOUT_START:
+		if (n->has_slot)
+			return 1;
+		if (!d.ranked) {
+			node_release_slot(n);	/* groups alone: the whole group at once */
+			return 1;
+		}
+		n->has_slot = true;
+		n->canary_run = d.canary;
+		if (d.canary)
+			log_info("rollout slot taken as canary %zu of %ld",
+				 d.canaries_done + d.failed + d.rank + 1, policy->canary);
+		else
+			log_info("rollout slot taken (%zu of %ld)", d.rank + 1, ask.limit);
+		return 1;
+	case ROLLOUT_HALT:
+		/* The budget is spent: this host starts no one, itself included. */
+		ret_wait->halting = true;
+		(void)node_halt(n, halt_reason, d.failed);
+		return 0;
+	case ROLLOUT_WAIT_CANARY:
+		ret_wait->canary = true;
+		return node_auto_promote(n, &d);
+	default:
+		return 0;
+	}
 }
 
 char *node_slot_detail(struct node *n)
@@ -345,11 +381,12 @@ int node_halt(struct node *n, const char *reason, size_t failed)
 }
 
 /*
- * The failure budget, checked by the hosts that failed (no one else needs
- * to): a host whose own failure record has reached its model sees every
- * record written before it, so the host whose failure crosses the budget
- * is sure to see it crossed.  Once per count and trigger; max_fail_percent
- * costs one count-only read of alive/.
+ * The failure budget, checked by the hosts that failed and by every host
+ * about to start a run (fleet_model_decide, in node_take_slot).  A host
+ * whose own failure record has reached its model sees every record written
+ * before it, so the host whose failure crosses the budget is sure to see it
+ * crossed, and halts the rollout even when nobody else would start.  Once
+ * per count and trigger; max_fail_percent costs one count-only read of alive/.
  */
 int node_check_budget(struct node *n)
 {
@@ -427,33 +464,24 @@ int node_check_released(struct node *n)
 	return 0;
 }
 
-/* Whether failed hosts are more than the policy's budget: 1 and *ret_reason,
- * 0, or a negative code (max_fail_percent reads the alive count). */
+/* Whether failed hosts are more than the policy's budget
+ * (rollout_budget_spent): 1 and *ret_reason, 0, or a negative code
+ * (max_fail_percent counts the alive hosts, one read, when a host failed). */
 int node_budget_exceeded(struct node *n, size_t failed, char **ret_reason)
 {
 	const struct rollout_policy *p = &n->model.policy;
+	long alive = -1;
+	int r;
 
 	if (n->model.policy_state != 1)
 		return 0;
-	if (p->has_max_failures && (long)failed > p->max_failures)
-		return asprintf(ret_reason, "%zu host%s failed, more than max_failures %ld", failed,
-				failed == 1 ? "" : "s", p->max_failures) < 0 ? -ENOMEM : 1;
-	if (p->max_fail_percent > 0) {
-		_cleanup_(freep) char *adir = key_alive_dir(n->fleet.prefix);
-		_cleanup_(etcd_kv_list_releasep) struct etcd_kv_list alive = ETCD_KV_LIST_INIT;
-		if (!adir)
-			return -ENOMEM;
-		if (etcd_get_prefix(n->etcd, adir, ETCD_COUNT_ONLY, 0, &alive) < 0) {
-			log_warnx("cannot count the alive hosts for the failure budget: %s",
-				  node_etcd_error(n));
+	r = rollout_budget_spent(p, failed, alive, ret_reason);
+	if (r == -EAGAIN) {
+		if ((r = node_count_alive(n, &alive)) < 0)
 			return -EIO;
-		}
-		if ((double)failed * 100.0 <= p->max_fail_percent * (double)alive.count)
-			return 0;
-		return asprintf(ret_reason, "%zu of %lld hosts failed, more than max_fail_percent %g",
-				failed, (long long)alive.count, p->max_fail_percent) < 0 ? -ENOMEM : 1;
+		r = rollout_budget_spent(p, failed, alive, ret_reason);
 	}
-	return 0;
+	return r;
 }
 
 /* --- progress_deadline ------------------------------------------------------------------- */

@@ -583,48 +583,77 @@ static void node_run_failed(struct node *n, const char *what)
 		node_schedule_evaluate(n);
 }
 
-void node_start_run(struct node *n)
+/*
+ * The txn that moves the host to running carries the start guard
+ * (fleet_model_guard_start): it holds only while no failure record, halt,
+ * canary record, policy or pause was written and current_version did not
+ * move since the model's view.  Two hosts deciding on views a revision apart
+ * can no longer both start past a spent budget: the later txn fails, and the
+ * host decides again once its stream has brought what changed.  A retry
+ * writes no status (it keeps its failed one) and sends the guard alone.
+ */
+static int node_write_start(struct node *n, bool retry)
 {
+	_cleanup_(fleet_batch_freep) struct fleet_batch *b = NULL;
 	int r;
 
+	if ((r = fleet_batch_new(&n->fleet, &b)) < 0 ||
+	    (!retry && (r = fleet_batch_status(b, n->host, STATUS_PUPPET, STATE_RUNNING,
+					       n->run_version, 0, NULL)) < 0) ||
+	    (r = fleet_model_guard_start(&n->model, b)) < 0)
+		return r;
+	return fleet_batch_commit(b, NULL);
+}
+
+bool node_start_run(struct node *n)
+{
 	long deadline = n->model.policy_state == 1 ? n->model.policy.healthy_deadline : 0;
 	bool retry;
+	int r;
 
+	if (n->start_refused)
+		return false;	/* the change that refused it is not in the model yet */
+	/* A retry leaves the failed status in place, with its attempts: a
+	 * failure stays visible (and counted by get_failures) until a run
+	 * succeeds. */
+	retry = node_failed_here(n);
+	set_str(&n->run_version, n->model.desired);
+	r = node_write_start(n, retry);
+	if (r == -ECANCELED) {
+		n->start_refused = true;
+		log_info("the rollout of %s changed as this host was about to start: deciding again",
+			 n->model.desired);
+		return false;
+	}
 	n->splay_done = false;
 	n->baked = false;
 	n->deadline_passed = false;
-	set_str(&n->run_version, n->model.desired);
 	set_str(&n->run_previous, n->local);
 	set_str(&n->pending_detail, NULL);
 	n->run_trigger = n->model.trigger;
+	if (r < 0) {
+		/* Without puppet/running the fleet could not see the run: retry. */
+		log_warnx("cannot set puppet/running: %s", node_etcd_error(n));
+		node_run_failed(n, "status update");
+		return true;
+	}
+	if (retry)
+		log_fields(LOG_INFO, n->run_version, NULL,
+			   "attempt %ld at %s (failed since %lld)", n->attempts + 1, n->run_version,
+			   (long long)n->first_failure);
 	if (n->hiera_error)
 		node_write_hiera(n);
 	if (n->hiera_error) {
 		/* The config run would read a stale catalog: fail it, visibly. */
 		node_record_config_failure(n, -1, n->hiera_error, "config");
 		node_run_failed(n, "hiera file");
-		return;
+		return true;
 	}
 	if (deadline > 0 &&
 	    node_timer_arm(n, &n->deadline_timer, (uint64_t)deadline * USEC_PER_SEC,
 			   node_on_healthy_deadline) < 0)
 		log_warnx("cannot arm the healthy_deadline timer");
-	/* A retry leaves the failed status in place, with its attempts: a
-	 * failure stays visible (and counted by get_failures) until a run
-	 * succeeds. */
-	retry = node_failed_here(n);
-	r = retry ? 0 : fleet_set_status(&n->fleet, n->host, STATUS_PUPPET, STATE_RUNNING,
-					 n->run_version, 0, NULL);
-	if (retry)
-		log_fields(LOG_INFO, n->run_version, NULL,
-			   "attempt %ld at %s (failed since %lld)", n->attempts + 1, n->run_version,
-			   (long long)n->first_failure);
-	if (r < 0) {
-		/* Without puppet/running the fleet could not see the run: retry. */
-		log_warnx("cannot set puppet/running: %s", node_etcd_error(n));
-		node_run_failed(n, "status update");
-		return;
-	}
 	node_run_hook(n, n->opt.config->hook_upgrade && *n->opt.config->hook_upgrade
 				 ? NODE_RUN_UPGRADE : NODE_RUN_CONFIG);
+	return true;
 }

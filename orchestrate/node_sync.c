@@ -95,6 +95,8 @@ static int node_on_stream_events(const struct etcd_event *ev, size_t count, int6
 				node_timer_cancel(&n->run_timer);
 		}
 	}
+	/* Whatever refused a start has arrived, or is on its way: decide again. */
+	n->start_refused = false;
 	if (changed & MODEL_CATALOG)
 		node_catalog_changed(n);
 	if (changed)
@@ -198,6 +200,7 @@ static int node_sync(struct node *n)
 			   or_none(fresh.desired), or_none(n->local));
 	fleet_model_release(&n->model);
 	n->model = fresh;
+	n->start_refused = false;
 	fresh = (struct fleet_model){ 0 };
 	node_write_hiera(n);
 

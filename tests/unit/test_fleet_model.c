@@ -1,0 +1,225 @@
+/*
+ * test_fleet_model.c — the node's model of the fleet (fleet_model.h) fed with
+ * watch events as etcd sends them, and the rollout's decision taken from it
+ * (fleet_model_decide): whole revisions, the failure budget checked by
+ * whoever would start, canaries that are used up by their failures, and how
+ * far each watched range is known complete (what the start guard compares).
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cleanup.h"
+#include "fleet_model.h"
+#include "tap.h"
+
+#define MAX_EVENTS 8
+
+/* One watch response: the events of one revision of one range. */
+struct response {
+	struct etcd_event ev[MAX_EVENTS];
+	size_t n;
+	int64_t rev;
+};
+
+static void add(struct response *r, enum etcd_event_type type, const char *key,
+		const char *value, int64_t create_revision)
+{
+	struct etcd_event *e = &r->ev[r->n++];
+	*e = (struct etcd_event){ .type = type };
+	e->kv.key = (char *)key;
+	e->kv.key_len = strlen(key);
+	e->kv.value = (char *)(value ? value : "");
+	e->kv.value_len = value ? strlen(value) : 0;
+	e->kv.mod_revision = r->rev;
+	e->kv.create_revision = type == ETCD_EVENT_PUT ? (create_revision ? create_revision : r->rev) : 0;
+}
+
+static void put(struct response *r, const char *key, const char *value)
+{
+	add(r, ETCD_EVENT_PUT, key, value, 0);
+}
+
+static void del(struct response *r, const char *key)
+{
+	add(r, ETCD_EVENT_DELETE, key, NULL, 0);
+}
+
+static void apply(struct fleet_model *m, struct response *r)
+{
+	unsigned changed = 0;
+	if (fleet_model_apply(m, r->ev, r->n, &changed) < 0) {
+		printf("Bail out! cannot apply events\n");
+		exit(1);
+	}
+	*r = (struct response){ .rev = r->rev + 1 };
+}
+
+static char *failed_record(int64_t trigger)
+{
+	char *s = NULL;
+	if (asprintf(&s, "{\"version\":\"v2\",\"trigger\":%lld,\"time\":1,\"stage\":\"config\"}",
+		     (long long)trigger) < 0)
+		exit(1);
+	return s;
+}
+
+static enum rollout_verdict decide(const struct fleet_model *m, long limit, bool queued,
+				   struct rollout_decision *d)
+{
+	struct rollout_ask ask = { .limit = limit, .alive = -1, .queued = queued };
+	free(d->halt_reason);
+	*d = (struct rollout_decision){ 0 };
+	if (fleet_model_decide(m, &ask, d) < 0)
+		return (enum rollout_verdict)-1;
+	return d->verdict;
+}
+
+/*
+ * max_parallel 2, max_failures 1: h1 and h2 hold the slots, h3 is next.  h1
+ * fails (within the budget) and gives its slot back: h3 may start.  Then h2
+ * fails, and the one response of that revision both frees a slot and records
+ * the failure that spends the budget: h3 must halt, not start.
+ */
+static void test_budget_on_whole_revisions(void)
+{
+	struct fleet_model m;
+	struct response r = { .rev = 10 };
+	struct rollout_decision d = { 0 };
+	_cleanup_(freep) char *rec1 = failed_record(10), *rec2 = failed_record(10);
+	_cleanup_(freep) char *old = failed_record(3);
+
+	ok(fleet_model_init(&m, "", "h3", NULL, NULL) == 0, "init");
+	m.desired_known = true;
+	put(&r, "/current_version", "v2");
+	apply(&m, &r);
+	is_int(m.trigger, 10, "the trigger is current_version's mod revision");
+	put(&r, "/rollout/policy", "{\"max_parallel\":2,\"max_failures\":1}");
+	put(&r, "/rollout/failed/h9", old);	/* of an earlier trigger: never counts */
+	apply(&m, &r);
+	is_int(decide(&m, 2, false, &d), ROLLOUT_QUEUE, "not queued: queue first");
+	put(&r, "/rollout/holders/h1", "{\"version\":\"v2\"}");
+	apply(&m, &r);
+	put(&r, "/rollout/holders/h2", "{\"version\":\"v2\"}");
+	apply(&m, &r);
+	is_int(decide(&m, 2, true, &d), ROLLOUT_WAIT, "queued, own key not back yet: wait");
+	put(&r, "/rollout/holders/h3", "{\"version\":\"v2\"}");
+	apply(&m, &r);
+	is_int(decide(&m, 2, true, &d), ROLLOUT_WAIT, "third in the queue of 2 slots: wait");
+	is_int(d.rank, 2, "rank 2");
+
+	/* h1 fails: its record and the freed slot come as one revision */
+	put(&r, "/rollout/failed/h1", rec1);
+	del(&r, "/rollout/holders/h1");
+	apply(&m, &r);
+	is_int(decide(&m, 2, true, &d), ROLLOUT_START, "one failure, within max_failures 1: start");
+	is_int(d.failed, 1, "one failure counted");
+
+	/* h2 fails: the slot it frees and the failure that spends the budget */
+	put(&r, "/rollout/failed/h2", rec2);
+	del(&r, "/rollout/holders/h2");
+	apply(&m, &r);
+	is_int(decide(&m, 2, true, &d), ROLLOUT_HALT, "the revision that spends the budget: halt, not start");
+	ok(d.halt_reason && strstr(d.halt_reason, "2 hosts failed, more than max_failures 1"),
+	   "the halt says why: %s", d.halt_reason ? d.halt_reason : "(null)");
+	is_int(decide(&m, 0, true, &d), ROLLOUT_HALT, "the same without a slot limit");
+
+	/* a host that took its slot earlier (splay) is held back the same */
+	struct rollout_ask held = { .limit = 2, .alive = -1, .queued = true, .has_slot = true };
+	free(d.halt_reason);
+	d = (struct rollout_decision){ 0 };
+	ok(fleet_model_decide(&m, &held, &d) == 0 && d.verdict == ROLLOUT_HALT,
+	   "a slot taken before the budget was spent starts no run after");
+	free(d.halt_reason);
+	fleet_model_release(&m);
+}
+
+/* max_fail_percent needs the alive count, asked for only by a host that
+ * would start and only once a host failed. */
+static void test_percent_budget(void)
+{
+	struct fleet_model m;
+	struct response r = { .rev = 20 };
+	struct rollout_decision d = { 0 };
+	_cleanup_(freep) char *rec = failed_record(20);
+	struct rollout_ask ask = { .limit = 0, .alive = -1 };
+
+	ok(fleet_model_init(&m, "", "h1", NULL, NULL) == 0, "init");
+	m.desired_known = true;
+	put(&r, "/current_version", "v2");
+	put(&r, "/rollout/policy", "{\"max_fail_percent\":10}");
+	apply(&m, &r);
+	is_int(decide(&m, 0, false, &d), ROLLOUT_START, "no failure: no count needed, start");
+	put(&r, "/rollout/failed/h7", rec);
+	apply(&m, &r);
+	is_int(decide(&m, 0, false, &d), ROLLOUT_COUNT_ALIVE, "a failure: count the alive hosts first");
+	ask.alive = 10;
+	ok(fleet_model_decide(&m, &ask, &d) == 0 && d.verdict == ROLLOUT_START,
+	   "1 of 10 is not more than 10 %%: start");
+	ask.alive = 9;
+	free(d.halt_reason);
+	ok(fleet_model_decide(&m, &ask, &d) == 0 && d.verdict == ROLLOUT_HALT,
+	   "1 of 9 is more than 10 %%: halt");
+	free(d.halt_reason);
+	fleet_model_release(&m);
+}
+
+/* canary 2: a failed canary is a verdict, and no other host takes its place. */
+static void test_canaries_used_by_failures(void)
+{
+	struct fleet_model m;
+	struct response r = { .rev = 30 };
+	struct rollout_decision d = { 0 };
+	_cleanup_(freep) char *rec = failed_record(30);
+
+	ok(fleet_model_init(&m, "", "h3", NULL, NULL) == 0, "init");
+	m.desired_known = true;
+	put(&r, "/current_version", "v2");
+	put(&r, "/rollout/policy", "{\"max_parallel\":5,\"canary\":2,\"auto_promote\":true,\"max_failures\":5}");
+	apply(&m, &r);
+	put(&r, "/rollout/holders/h1", "{}");
+	put(&r, "/rollout/holders/h2", "{}");
+	put(&r, "/rollout/holders/h3", "{}");
+	apply(&m, &r);
+	is_int(decide(&m, 5, true, &d), ROLLOUT_WAIT_CANARY, "third of two canaries: wait for promote");
+	put(&r, "/rollout/failed/h1", rec);
+	del(&r, "/rollout/holders/h1");
+	apply(&m, &r);
+	is_int(decide(&m, 5, true, &d), ROLLOUT_WAIT_CANARY,
+	   "a canary failed and gave its slot back: still no third canary");
+	is_int(d.cap, 1, "one canary place left (the running one)");
+	free(d.halt_reason);
+	fleet_model_release(&m);
+}
+
+/* Each range is complete as far as its own events go: what the start guard
+ * compares. */
+static void test_range_revisions(void)
+{
+	struct fleet_model m;
+	struct response r = { .rev = 40 };
+
+	ok(fleet_model_init(&m, "", "h1", NULL, NULL) == 0, "init");
+	m.revision = m.pause_revision = m.rollout_revision = 39;
+	put(&r, "/rollout/holders/h2", "{}");
+	apply(&m, &r);
+	put(&r, "/pause/global", "{}");
+	apply(&m, &r);
+	r.rev = 45;
+	put(&r, "/available_services/web/h2", "{\"addresses\":{},\"healthy\":true}");
+	apply(&m, &r);
+	is_int(m.rollout_revision, 40, "rollout/ complete to its last event");
+	is_int(m.pause_revision, 41, "pause/ complete to its last event");
+	is_int(m.revision, 45, "the model's revision is the newest event");
+	fleet_model_release(&m);
+}
+
+int main(void)
+{
+	test_budget_on_whole_revisions();
+	test_percent_budget();
+	test_canaries_used_by_failures();
+	test_range_revisions();
+	return done_testing();
+}
