@@ -60,48 +60,48 @@ endif
 # The library every program links: base, etcd client, schema, fleet operations,
 # rendering and config.  Listed lowest layer first.
 LIB_OBJS = \
-	orchestrate/buf.o \
-	orchestrate/log.o \
-	orchestrate/base64.o \
-	orchestrate/etcd.o \
-	orchestrate/etcd_watch.o \
-	orchestrate/schema.o \
-	orchestrate/fleet.o \
-	orchestrate/fleet_identity.o \
-	orchestrate/fleet_model.o \
-	orchestrate/fleet_rollout.o \
-	orchestrate/hiera.o \
-	orchestrate/render.o \
-	orchestrate/config.o \
-	orchestrate/options.o \
-	orchestrate/netif.o \
-	orchestrate/strv.o \
-	orchestrate/clock.o \
-	orchestrate/fileio.o \
-	orchestrate/address.o \
-	orchestrate/local.o \
-	orchestrate/fleet_wait.o \
-	orchestrate/utf8.o \
-	orchestrate/hook_proto.o
+	orchestrate/base/buf.o \
+	orchestrate/base/log.o \
+	orchestrate/base/base64.o \
+	orchestrate/base/strv.o \
+	orchestrate/base/clock.o \
+	orchestrate/base/fileio.o \
+	orchestrate/base/address.o \
+	orchestrate/base/utf8.o \
+	orchestrate/etcd/etcd.o \
+	orchestrate/etcd/etcd_watch.o \
+	orchestrate/fleet/schema.o \
+	orchestrate/fleet/fleet.o \
+	orchestrate/fleet/fleet_identity.o \
+	orchestrate/fleet/fleet_model.o \
+	orchestrate/fleet/fleet_rollout.o \
+	orchestrate/fleet/fleet_wait.o \
+	orchestrate/output/hiera.o \
+	orchestrate/output/render.o \
+	orchestrate/config/config.o \
+	orchestrate/config/options.o \
+	orchestrate/config/netif.o \
+	orchestrate/config/local.o \
+	orchestrate/hook/hook_proto.o
 
 CLI_OBJS = \
-	orchestrate/cli.o \
-	orchestrate/cmd_versions.o \
-	orchestrate/cmd_status.o \
-	orchestrate/cmd_services.o \
-	orchestrate/cmd_admin.o \
-	orchestrate/cmd_identity.o
+	orchestrate/cli/cli.o \
+	orchestrate/cli/cmd_versions.o \
+	orchestrate/cli/cmd_status.o \
+	orchestrate/cli/cmd_services.o \
+	orchestrate/cli/cmd_admin.o \
+	orchestrate/cli/cmd_identity.o
 
 DAEMON_OBJS = \
-	orchestrate/orchestrated.o \
-	orchestrate/node.o \
-	orchestrate/node_lease.o \
-	orchestrate/node_sync.o \
-	orchestrate/node_catalog.o \
-	orchestrate/node_rollout.o \
-	orchestrate/node_run.o \
-	orchestrate/hook.o \
-	orchestrate/metrics.o
+	orchestrate/node/orchestrated.o \
+	orchestrate/node/node.o \
+	orchestrate/node/node_lease.o \
+	orchestrate/node/node_sync.o \
+	orchestrate/node/node_catalog.o \
+	orchestrate/node/node_rollout.o \
+	orchestrate/node/node_run.o \
+	orchestrate/hook/hook.o \
+	orchestrate/output/metrics.o
 
 UNIT_TESTS = \
 	tests/unit/test_schema \
@@ -123,7 +123,7 @@ PROGRAMS = bin/orchestrate bin/orchestrated bin/orchestrate-hook-runner
 
 # The root side of the hooks (orchestrated(8) "HOOK RUNNER"): it runs them
 # with the daemon's own hook.c.
-RUNNER_OBJS = orchestrate/hook_runner.o orchestrate/hook.o
+RUNNER_OBJS = orchestrate/hook/hook_runner.o orchestrate/hook/hook.o
 
 all: $(PROGRAMS)
 
@@ -143,8 +143,8 @@ bin/orchestrate-hook-runner: $(RUNNER_OBJS) liborchestrate.a
 	$(QUIET_LINK)$(CC) $(ALL_CFLAGS) -o $@ $(RUNNER_OBJS) liborchestrate.a $(ALL_LDFLAGS) $(PKG_LIBS)
 
 # The command files share cli.h, the dispatcher's internal header.
-$(CLI_OBJS): orchestrate/cli.h
-$(DAEMON_OBJS): orchestrate/node_internal.h
+$(CLI_OBJS): orchestrate/cli/cli.h
+$(DAEMON_OBJS): orchestrate/node/node_internal.h
 
 # Objects depend on the flags they were built with (git's GIT-CFLAGS): a
 # different PREFIX (the hooks' default paths) or SANITIZE rebuilds them, so
@@ -153,15 +153,15 @@ BUILD_FLAGS = .build-flags
 $(BUILD_FLAGS): FORCE
 	@echo '$(ALL_CFLAGS) $(ALL_LDFLAGS)' | cmp -s - $@ || echo '$(ALL_CFLAGS) $(ALL_LDFLAGS)' >$@
 
-%.o: %.c $(wildcard include/*.h) Makefile $(BUILD_FLAGS)
+%.o: %.c $(wildcard include/*/*.h) Makefile $(BUILD_FLAGS)
 	$(QUIET_CC)$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
 tests/unit/%: tests/unit/%.c tests/unit/tap.h liborchestrate.a
 	$(QUIET_LINK)$(CC) $(ALL_CFLAGS) -Itests/unit -o $@ $< liborchestrate.a $(ALL_LDFLAGS) $(PKG_LIBS)
 
 # The hook runner is daemon code, not in the library: its driver links it.
-tests/unit/test_hook: tests/unit/test_hook.c tests/unit/tap.h orchestrate/hook.o liborchestrate.a
-	$(QUIET_LINK)$(CC) $(ALL_CFLAGS) -Itests/unit -o $@ $< orchestrate/hook.o liborchestrate.a $(ALL_LDFLAGS) $(PKG_LIBS)
+tests/unit/test_hook: tests/unit/test_hook.c tests/unit/tap.h orchestrate/hook/hook.o liborchestrate.a
+	$(QUIET_LINK)$(CC) $(ALL_CFLAGS) -Itests/unit -o $@ $< orchestrate/hook/hook.o liborchestrate.a $(ALL_LDFLAGS) $(PKG_LIBS)
 
 # The test runner is prove (TAP): unit drivers first, then the numbered shell
 # scripts, each of which starts its own etcd on free loopback ports.
@@ -209,8 +209,8 @@ FUZZ_CFLAGS = -std=gnu11 $(WARNINGS) -Wno-format-nonliteral -Iinclude $(PKG_CFLA
 	-g -O1 $(FUZZ_SAN)
 FUZZ_LIB_OBJS = $(patsubst orchestrate/%.o,$(FUZZ_BUILD)/%.o,$(LIB_OBJS))
 
-$(FUZZ_BUILD)/%.o: orchestrate/%.c $(wildcard include/*.h) Makefile
-	@mkdir -p $(FUZZ_BUILD)
+$(FUZZ_BUILD)/%.o: orchestrate/%.c $(wildcard include/*/*.h) Makefile
+	@mkdir -p $(dir $@)
 	$(QUIET_CC)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
 
 $(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LIB_OBJS)
@@ -273,7 +273,7 @@ install: all
 	install -m 0644 LICENSE $(DESTDIR)$(puppetmoduledir)/LICENSE
 
 clean:
-	rm -f $(PROGRAMS) liborchestrate.a orchestrate/*.o $(UNIT_TESTS) $(BUILD_FLAGS)
+	rm -f $(PROGRAMS) liborchestrate.a orchestrate/*/*.o $(UNIT_TESTS) $(BUILD_FLAGS)
 	rm -rf tests/trash.* $(FUZZ_BUILD) bench/out.spawn_cost
 
 .PHONY: all check check-unit bench bench-spawn demo lint-man print-version fuzz fuzz-build install clean FORCE
@@ -285,13 +285,13 @@ FORCE:
 # files added to DAEMON_OBJS come along.  Its hooks run in hook_simulate() mode
 # (they end on timers, no process runs); the stamp file rebuilds it when
 # FLEET_SIM_CFLAGS changes.
-FLEET_SIM_OBJS = $(filter-out orchestrate/orchestrated.o,$(DAEMON_OBJS))
+FLEET_SIM_OBJS = $(filter-out orchestrate/node/orchestrated.o,$(DAEMON_OBJS))
 FLEET_SIM_CFLAGS ?=
 FLEET_SIM_FLAGS = bench/.fleet-sim-flags
 $(FLEET_SIM_FLAGS): FORCE
 	@echo '$(FLEET_SIM_CFLAGS)' | cmp -s - $@ || echo '$(FLEET_SIM_CFLAGS)' >$@
 
-bench/fleet-sim: bench/fleet-sim.c $(FLEET_SIM_OBJS) liborchestrate.a $(wildcard include/*.h) $(FLEET_SIM_FLAGS)
+bench/fleet-sim: bench/fleet-sim.c $(FLEET_SIM_OBJS) liborchestrate.a $(wildcard include/*/*.h) $(FLEET_SIM_FLAGS)
 	$(QUIET_LINK)$(CC) $(ALL_CFLAGS) $(FLEET_SIM_CFLAGS) -pthread -o $@ bench/fleet-sim.c \
 		$(FLEET_SIM_OBJS) liborchestrate.a $(ALL_LDFLAGS) $(PKG_LIBS)
 

@@ -54,13 +54,13 @@
 #include <curl/curl.h>
 #include <systemd/sd-event.h>
 
-#include "buf.h"
-#include "cleanup.h"
-#include "config.h"
-#include "hook.h"
-#include "log.h"
-#include "node.h"
-#include "options.h"
+#include "base/buf.h"
+#include "base/cleanup.h"
+#include "config/config.h"
+#include "hook/hook.h"
+#include "base/log.h"
+#include "node/node.h"
+#include "config/options.h"
 
 
 #define USEC_PER_SEC 1000000ULL

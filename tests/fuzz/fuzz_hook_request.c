@@ -15,9 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
-#include "hook_proto.h"
-#include "strv.h"
+#include "base/buf.h"
+#include "hook/hook_proto.h"
+#include "base/strv.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -26,9 +26,9 @@
 #include <string.h>
 #include <yaml.h>
 
-#include "buf.h"
-#include "hiera.h"
-#include "schema.h"
+#include "base/buf.h"
+#include "output/hiera.h"
+#include "fleet/schema.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

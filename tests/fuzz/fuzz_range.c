@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <cjson/cJSON.h>
 
-#include "etcd.h"
+#include "etcd/etcd.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -16,10 +16,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "buf.h"
-#include "cleanup.h"
-#include "config.h"
-#include "etcd.h"
+#include "base/buf.h"
+#include "base/cleanup.h"
+#include "config/config.h"
+#include "etcd/etcd.h"
 #include "tap.h"
 
 static const char *fixtures = "tests/fixtures/config";

@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base64.h"
-#include "cleanup.h"
-#include "etcd.h"
+#include "base/base64.h"
+#include "base/cleanup.h"
+#include "etcd/etcd.h"
 #include "tap.h"
 
 static void test_base64(void)

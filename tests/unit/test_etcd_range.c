@@ -26,9 +26,9 @@
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
 
-#include "buf.h"
-#include "cleanup.h"
-#include "etcd.h"
+#include "base/buf.h"
+#include "base/cleanup.h"
+#include "etcd/etcd.h"
 #include "tap.h"
 
 /* --- a fake gateway ----------------------------------------------------------- */

@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cleanup.h"
-#include "fleet_model.h"
+#include "base/cleanup.h"
+#include "fleet/fleet_model.h"
 #include "tap.h"
 
 #define MAX_EVENTS 8

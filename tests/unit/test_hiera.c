@@ -15,11 +15,11 @@
 #include <unistd.h>
 #include <yaml.h>
 
-#include "buf.h"
-#include "cleanup.h"
-#include "hiera.h"
-#include "netif.h"
-#include "schema.h"
+#include "base/buf.h"
+#include "base/cleanup.h"
+#include "output/hiera.h"
+#include "config/netif.h"
+#include "fleet/schema.h"
 #include "tap.h"
 
 #define DIR "/available_services/"

@@ -33,10 +33,10 @@
 #include <unistd.h>
 #include <systemd/sd-event.h>
 
-#include "buf.h"
-#include "cleanup.h"
-#include "hook.h"
-#include "log.h"
+#include "base/buf.h"
+#include "base/cleanup.h"
+#include "hook/hook.h"
+#include "base/log.h"
 #include "tap.h"
 
 extern char **environ;

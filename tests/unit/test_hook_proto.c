@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cleanup.h"
-#include "hook_proto.h"
-#include "strv.h"
+#include "base/cleanup.h"
+#include "hook/hook_proto.h"
+#include "base/strv.h"
 #include "tap.h"
 
 static int parse(const char *data, size_t len, char **name, char ***env, char **error)

@@ -19,13 +19,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "address.h"
-#include "cleanup.h"
-#include "config.h"
-#include "fileio.h"
-#include "local.h"
-#include "netif.h"
-#include "strv.h"
+#include "base/address.h"
+#include "base/cleanup.h"
+#include "config/config.h"
+#include "base/fileio.h"
+#include "config/local.h"
+#include "config/netif.h"
+#include "base/strv.h"
 #include "tap.h"
 
 static char dir[] = "/tmp/test_local.XXXXXX";

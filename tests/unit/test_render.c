@@ -8,10 +8,10 @@
 #include <string.h>
 #include <cjson/cJSON.h>
 
-#include "buf.h"
-#include "cleanup.h"
-#include "fleet.h"
-#include "render.h"
+#include "base/buf.h"
+#include "base/cleanup.h"
+#include "fleet/fleet.h"
+#include "output/render.h"
 #include "tap.h"
 
 #define NOW 1700000000

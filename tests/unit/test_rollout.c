@@ -11,10 +11,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "cleanup.h"
-#include "fleet.h"
-#include "fleet_rollout.h"
-#include "render.h"
+#include "base/cleanup.h"
+#include "fleet/fleet.h"
+#include "fleet/fleet_rollout.h"
+#include "output/render.h"
 #include "tap.h"
 
 #define NOW 1700000000

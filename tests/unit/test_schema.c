@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cleanup.h"
-#include "schema.h"
+#include "base/cleanup.h"
+#include "fleet/schema.h"
 #include "tap.h"
 
 static char *repeat(char c, size_t n)

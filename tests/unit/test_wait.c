@@ -8,11 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "buf.h"
-#include "cleanup.h"
-#include "fleet.h"
-#include "fleet_rollout.h"
-#include "render.h"
+#include "base/buf.h"
+#include "base/cleanup.h"
+#include "fleet/fleet.h"
+#include "fleet/fleet_rollout.h"
+#include "output/render.h"
 #include "tap.h"
 
 static void test_host_state(void)

@@ -1,0 +1,15 @@
+/*
+ * base64.h — the standard alphabet with padding, as etcd's gateway encodes bytes
+ * fields (keys, values, range ends).
+ */
+#ifndef ORCHESTRATE_BASE64_H
+#define ORCHESTRATE_BASE64_H
+
+#include <stddef.h>
+#include "base/buf.h"
+
+int base64_encode(const void *data, size_t len, struct buf *out);
+/* Returns -EINVAL on a character outside the alphabet or bad padding. */
+int base64_decode(const char *text, size_t len, struct buf *out);
+
+#endif

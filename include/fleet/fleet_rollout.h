@@ -1,0 +1,123 @@
+/*
+ * fleet_rollout.h — the records that let a rollout stop itself, with no
+ * central decider.
+ *
+ * Every record names the trigger it belongs to: the mod revision of
+ * current_version when the rollout began (a trigger_update, a rollback or an
+ * automatic revert each make a new one).  A record of another trigger has no
+ * effect, so a new trigger needs to clear nothing, and a node decides from the
+ * records of the current trigger alone:
+ *
+ *   rollout/failed/HOST  HOST failed at the version (config, validation or
+ *                        healthy_deadline): written once per trigger by HOST
+ *                        in the txn of its failure, deleted by its success.
+ *                        The failure budget counts them.
+ *   rollout/halted       the rollout stopped: no node starts a new run for
+ *                        the version.  Written once (a txn that compares the
+ *                        record and current_version) by the node that saw
+ *                        the budget or a deadline exceeded; with auto_revert
+ *                        the same txn sets current_version back.
+ *   rollout/canary/HOST  HOST ran the version as a canary and validated.
+ *   rollout/promoted     the canaries are accepted: every host may run.
+ *
+ * Values are JSON objects; rollout_record decodes any of them.  The halt,
+ * promote and resume txns are here; the per-host records go into a node's
+ * own batch (fleet_batch_failure, fleet_batch_canary) so that they cost no
+ * request of their own.
+ */
+#ifndef ORCHESTRATE_FLEET_ROLLOUT_H
+#define ORCHESTRATE_FLEET_ROLLOUT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "fleet/fleet.h"
+
+struct rollout_record {
+	char *version;		/* the version the record is about */
+	int64_t trigger;	/* current_version's mod revision then; 0: unknown */
+	int64_t time;		/* unix time it was written */
+	char *host;		/* halted: the node that halted; promoted: NULL */
+	char *reason;		/* halted: why; promoted: by whom */
+	char *stage;		/* failed: "config", "validation", "deadline" */
+	char *reverted_to;	/* halted with auto_revert: the version restored */
+	long attempts;		/* failed: the attempts so far */
+	long failed;		/* halted: the failures counted */
+};
+
+void rollout_record_release(struct rollout_record *r);
+static inline void rollout_record_releasep(struct rollout_record *r) { rollout_record_release(r); }
+/* -EPROTO when value is not an object with a valid "version". */
+int rollout_record_decode(const char *value, size_t len, struct rollout_record *ret);
+int rollout_record_encode(const struct rollout_record *r, char **ret);
+/* Whether r belongs to the rollout of version at trigger. */
+bool rollout_record_current(const struct rollout_record *r, const char *version, int64_t trigger);
+
+/*
+ * The failure budget of p (pure): 1 and *ret_reason (caller frees) when
+ * failed hosts are more than it allows, else 0.  alive is the alive hosts
+ * max_fail_percent is a share of; with a percentage and a failure, an
+ * alive < 0 (not counted) is -EAGAIN: count them and ask again.
+ */
+int rollout_budget_spent(const struct rollout_policy *p, size_t failed, long alive,
+			 char **ret_reason);
+/* Puts HOST's failure record (in the node's end-of-run batch). */
+int fleet_batch_failure(struct fleet_batch *b, const char *host, const char *version,
+			int64_t trigger, long attempts, const char *stage);
+int fleet_batch_clear_failure(struct fleet_batch *b, const char *host);
+int fleet_batch_canary(struct fleet_batch *b, const char *host, const char *version,
+		       int64_t trigger);
+
+/*
+ * Halts the rollout of version at trigger: one txn that holds only if
+ * current_version still has mod revision trigger and rollout/halted still has
+ * mod revision halted_mod (0: absent).  With revert, the same txn also sets
+ * current_version to previous_version (read first, and compared) and
+ * previous_version to version; *ret_reverted_to says to what, *ret_revision
+ * the revision of the halt.  Returns 1 when
+ * this call halted, 0 when the compare lost (someone else halted, or a new
+ * trigger came), or a negative code.  A revert etcd refuses (permission) is
+ * tried again without the revert, and -EACCES is returned after the halt.
+ */
+int fleet_halt(struct fleet *f, const char *version, int64_t trigger, int64_t halted_mod,
+	       const char *host, const char *reason, long failed, bool revert,
+	       char **ret_reverted_to, int64_t *ret_revision);
+
+/*
+ * A holder deleted at revision was dead, not done, when the host's
+ * puppet/running at that revision says version (a run's end deletes both in
+ * one txn; an expired lease deletes only the holder).  Then writes its
+ * failure record (stage "died") unless one exists.  Returns 1 when written,
+ * 0 when the host was not running or already has a record.
+ */
+int fleet_record_dead_holder(struct fleet *f, const char *host, int64_t revision,
+			     const char *version, int64_t trigger);
+
+/* Promotes the canaries of the current trigger (by: "operator" or
+ * "auto (HOST)").  With expect_trigger > 0, only if current_version's mod
+ * revision is still that, and only if no promotion is recorded (0 then when
+ * lost).  Returns 1 and *ret_version (may be NULL) when written, 0 when
+ * there is nothing to promote (no current_version), or a negative code. */
+int fleet_promote(struct fleet *f, const char *by, int64_t expect_trigger, char **ret_version);
+
+/* Clears a halt and the failure budget: deletes rollout/halted and every
+ * rollout/failed/ record in one txn.  Returns 1 when there was a halt. */
+int fleet_rollout_resume(struct fleet *f);
+
+/* What `status` shows of the rollout of the current trigger. */
+struct rollout_state {
+	char *version;		/* current_version; NULL when unset */
+	int64_t trigger;
+	bool halted;
+	bool reverted;		/* not halted: version is where a halt reverted to */
+	struct rollout_record halt;	/* when halted or reverted */
+	bool promoted;
+	size_t failed;		/* failure records of the trigger */
+	size_t canaries_done;	/* canary records of the trigger */
+};
+void rollout_state_release(struct rollout_state *s);
+static inline void rollout_state_releasep(struct rollout_state *s) { rollout_state_release(s); }
+/* Two reads (current_version, rollout/) at one revision. */
+int fleet_rollout_state(struct fleet *f, struct rollout_state *ret);
+
+#endif

@@ -1,0 +1,1174 @@
+/*
+ * etcd.c — unary requests to etcd's v3 gateway: ranges, puts, deletes, txns,
+ * leases, status and authentication, with failover across the endpoints of one
+ * cluster.  Watch streams live in etcd_watch.c.
+ *
+ * Every request goes through etcd_call(): it serialises the body once, then tries
+ * the endpoints in order starting with the one that answered last.  A transport
+ * failure, an HTTP 5xx, or a gRPC code that another member may not share
+ * (Unavailable, DeadlineExceeded, "leader changed") moves on to the next member;
+ * anything else is the cluster's answer and is returned.  A refused token is
+ * renewed once (etcd's simple tokens expire after --auth-token-ttl).
+ *
+ * One easy handle is reused for all unary calls so that consecutive requests
+ * (a paged range, the reads of `status`) share one keep-alive connection.
+ */
+#define _GNU_SOURCE	/* memmem */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "base/address.h"
+#include "base/base64.h"
+#include "base/cleanup.h"
+#include "etcd/etcd.h"
+#include "etcd_internal.h"
+#include "base/strv.h"
+
+#define DEFAULT_TIMEOUT_MS 5000
+/*
+ * Page size.  Measured against etcd 3.4's gateway with 10,000 keys: a page of
+ * 5,000 keys costs ~55 ms, one of 10,000 ~120 ms (its JSON marshalling grows
+ * faster than linearly), one of 2,000 ~30 ms but every page also pays a count
+ * of the whole remaining range.  5,000 is the sweet spot.
+ */
+#define DEFAULT_PAGE_SIZE 5000
+
+/* gRPC status codes that the gateway puts in "code". */
+enum {
+	GRPC_INVALID_ARGUMENT = 3,
+	GRPC_DEADLINE_EXCEEDED = 4,
+	GRPC_NOT_FOUND = 5,
+	GRPC_PERMISSION_DENIED = 7,
+	GRPC_RESOURCE_EXHAUSTED = 8,
+	GRPC_FAILED_PRECONDITION = 9,
+	GRPC_OUT_OF_RANGE = 11,
+	GRPC_UNAVAILABLE = 14,
+	GRPC_UNAUTHENTICATED = 16,
+};
+
+void etcd_set_error(struct etcd_client *c, const char *fmt, ...)
+{
+	va_list ap;
+	buf_reset(&c->error);
+	va_start(ap, fmt);
+	buf_vprintf(&c->error, fmt, ap);
+	va_end(ap);
+}
+
+const char *etcd_last_error(const struct etcd_client *c)
+{
+	return c->error.len ? buf_str(&c->error) : "etcd: no error";
+}
+
+const char *etcd_current_endpoint(const struct etcd_client *c)
+{
+	return c->endpoints[c->current];
+}
+
+uint64_t etcd_client_reconnects(const struct etcd_client *c) { return c->reconnects; }
+
+/* --- endpoints --------------------------------------------------------------- */
+
+static bool host_char(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+	       c == '.' || c == '-' || c == '_';
+}
+
+static bool path_char(char c)
+{
+	return host_char(c) || c == '~' || c == '/';
+}
+
+/* Checks HOST[:PORT] of [s, e); NULL when fine, else the problem. */
+static const char *authority_problem(const char *s, const char *e)
+{
+	const char *colon = NULL;
+
+	if (s == e)
+		return "no host";
+	if (memchr(s, '@', (size_t)(e - s)))
+		return "a user in the URL is not allowed (use --user and a password file)";
+	if (*s == '[') {
+		const char *close = memchr(s, ']', (size_t)(e - s));
+		char v6[ADDRESS_TEXT_MAX + 1];
+		if (!close || (size_t)(close - s - 1) > ADDRESS_TEXT_MAX)
+			return "an IPv6 address in brackets is not closed";
+		memcpy(v6, s + 1, (size_t)(close - s - 1));
+		v6[close - s - 1] = '\0';
+		if (address_family(v6, NULL) != 6)
+			return "not an IPv6 address in brackets";
+		if (close + 1 < e && close[1] != ':')
+			return "unexpected text after the IPv6 address";
+		colon = close + 1 < e ? close + 1 : NULL;
+	} else {
+		const char *p, *c1 = memchr(s, ':', (size_t)(e - s));
+		if (c1 && memchr(c1 + 1, ':', (size_t)(e - c1 - 1)))
+			return "an IPv6 address needs brackets, as in http://[::1]:2379";
+		for (p = s; p < e && *p != ':'; p++)
+			if (!host_char(*p))
+				return "the host holds a character that no host name has";
+		if (p == s)
+			return "no host";
+		colon = p < e ? p : NULL;
+	}
+	if (colon) {
+		long port = 0;
+		if (colon + 1 == e)
+			return "empty port";
+		for (const char *p = colon + 1; p < e; p++) {
+			if (*p < '0' || *p > '9')
+				return "the port is not a number";
+			if (port <= 65535)
+				port = port * 10 + (*p - '0');
+		}
+		if (port < 1 || port > 65535)
+			return "the port is not 1-65535";
+	}
+	return NULL;
+}
+
+int etcd_endpoint_parse(const char *text, size_t len, char **ret, const char **ret_problem)
+{
+	_cleanup_(buf_releasep) struct buf b = BUF_INIT;
+	const char *end = text + len, *rest = text, *slash;
+	const char *problem = NULL;
+
+	*ret = NULL;
+	for (const char *p = text; p < end; p++)
+		if ((unsigned char)*p <= ' ' || *p == 0x7f)
+			problem = "contains a space or a control character";
+	const char *sep = len >= 3 ? memmem(text, len, "://", 3) : NULL;
+	if (problem) {
+		/* said above */
+	} else if (len == 0) {
+		problem = "empty";
+	} else if (sep) {
+		size_t slen = (size_t)(sep - text);
+		if (!((slen == 4 && strncasecmp(text, "http", 4) == 0) ||
+		      (slen == 5 && strncasecmp(text, "https", 5) == 0)))
+			problem = "the scheme is not http:// or https://";
+		else if (buf_add(&b, text, slen) < 0)
+			return -ENOMEM;
+		for (size_t i = 0; i < b.len; i++)
+			b.data[i] = (char)(b.data[i] | 0x20);	/* lower case */
+		rest = sep + 3;
+	} else if (buf_adds(&b, "http") < 0) {
+		return -ENOMEM;
+	}
+	if (!problem) {
+		slash = memchr(rest, '/', (size_t)(end - rest));
+		problem = authority_problem(rest, slash ? slash : end);
+		for (const char *p = slash; !problem && p && p < end; p++)
+			if (!path_char(*p))
+				problem = "the path holds a character that is not allowed (no query, no fragment)";
+	}
+	if (problem) {
+		if (ret_problem)
+			*ret_problem = problem;
+		return -EINVAL;
+	}
+	/* "http://h:2379/" and "http://h:2379" name the same member */
+	while (end > rest && end[-1] == '/')
+		end--;
+	if (buf_adds(&b, "://") < 0 || buf_add(&b, rest, (size_t)(end - rest)) < 0)
+		return -ENOMEM;
+	*ret = buf_detach(&b);
+	return *ret ? 0 : -ENOMEM;
+}
+
+int etcd_endpoints_parse(const char *text, char ***v, size_t *n, char **ret_bad,
+			 const char **ret_problem)
+{
+	for (const char *p = text;;) {
+		const char *comma = strchr(p, ',');
+		const char *s = p, *e = comma ? comma : p + strlen(p);
+		char *endpoint;
+		int r;
+
+		while (s < e && (*s == ' ' || *s == '\t'))
+			s++;
+		while (e > s && (e[-1] == ' ' || e[-1] == '\t'))
+			e--;
+		r = etcd_endpoint_parse(s, (size_t)(e - s), &endpoint, ret_problem);
+		if (r == -EINVAL && ret_bad)
+			*ret_bad = strndup(s, (size_t)(e - s));
+		if (r < 0 || (r = strv_consume(v, n, endpoint)) < 0)
+			return r;
+		if (!comma)
+			return 0;
+		p = comma + 1;
+	}
+}
+
+/* --- the client --------------------------------------------------------------- */
+
+static char *strdup_or_null(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+int etcd_client_new(const struct etcd_options *o, struct etcd_client **ret)
+{
+	if (!o->endpoints || !o->endpoints[0])
+		return -EINVAL;
+	struct etcd_client *c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	size_t n = 0;
+	while (o->endpoints[n])
+		n++;
+	c->endpoints = calloc(n + 1, sizeof(char *));
+	if (!c->endpoints)
+		goto oom;
+	for (size_t i = 0; i < n; i++) {
+		const char *problem;
+		int r = etcd_endpoint_parse(o->endpoints[i], strlen(o->endpoints[i]),
+					    &c->endpoints[i], &problem);
+		if (r < 0) {
+			etcd_client_free(c);
+			return r;
+		}
+	}
+	c->n_endpoints = n;
+	c->cacert = strdup_or_null(o->cacert);
+	c->cert = strdup_or_null(o->cert);
+	c->key = strdup_or_null(o->key);
+	c->user = strdup_or_null(o->user);
+	c->password = strdup_or_null(o->password ? o->password : (o->user ? "" : NULL));
+	c->timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : DEFAULT_TIMEOUT_MS;
+	c->easy = curl_easy_init();
+	if (!c->easy)
+		goto oom;
+	*ret = c;
+	return 0;
+oom:
+	etcd_client_free(c);
+	return -ENOMEM;
+}
+
+struct etcd_client *etcd_client_free(struct etcd_client *c)
+{
+	if (!c)
+		return NULL;
+	while (c->watches)
+		etcd_watch_stop(c->watches);
+	if (c->multi)
+		curl_multi_cleanup(c->multi);
+	sd_event_source_disable_unref(c->multi_timer);
+	sd_event_unref(c->event);
+	if (c->easy)
+		curl_easy_cleanup(c->easy);
+	strv_free(c->endpoints);
+	free(c->cacert);
+	free(c->cert);
+	free(c->key);
+	free(c->user);
+	if (c->password)
+		explicit_bzero(c->password, strlen(c->password));
+	free(c->password);
+	free(c->token);
+	free(c->denied_key);
+	buf_release(&c->error);
+	free(c);
+	return NULL;
+}
+
+static size_t write_to_buf(char *data, size_t size, size_t nmemb, void *userdata)
+{
+	struct buf *b = userdata;
+	size_t n = size * nmemb;
+	if (b->len + n > ETCD_MAX_REPLY || buf_add(b, data, n) < 0)
+		return 0;	/* aborts the transfer: CURLE_WRITE_ERROR */
+	return n;
+}
+
+int etcd_easy_setup(struct etcd_client *c, CURL *easy, const char *endpoint, const char *path,
+		    const char *body, long timeout_ms, struct curl_slist **headers)
+{
+	_cleanup_(buf_releasep) struct buf url = BUF_INIT;
+	if (buf_printf(&url, "%s%s", endpoint, path) < 0)
+		return -ENOMEM;
+
+	struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
+	if (!h)
+		return -ENOMEM;
+	if (c->token) {
+		_cleanup_(buf_releasep) struct buf auth = BUF_INIT;
+		buf_printf(&auth, "Authorization: %s", c->token);
+		struct curl_slist *h2 = curl_slist_append(h, buf_str(&auth));
+		if (!h2) {
+			curl_slist_free_all(h);
+			return -ENOMEM;
+		}
+		h = h2;
+	}
+	*headers = h;
+
+	curl_easy_setopt(easy, CURLOPT_URL, buf_str(&url));
+	curl_easy_setopt(easy, CURLOPT_HTTPHEADER, h);
+	curl_easy_setopt(easy, CURLOPT_COPYPOSTFIELDS, body);
+	curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, timeout_ms);
+	curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, c->timeout_ms);
+	curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
+	curl_easy_setopt(easy, CURLOPT_TCP_KEEPIDLE, 30L);
+	curl_easy_setopt(easy, CURLOPT_TCP_KEEPINTVL, 10L);
+	/* The gateway is the only peer: never follow redirects, never use a proxy
+	 * from the environment for loopback or cluster traffic. */
+	curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L);
+	curl_easy_setopt(easy, CURLOPT_PROXY, "");
+	curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
+	if (c->cacert)
+		curl_easy_setopt(easy, CURLOPT_CAINFO, c->cacert);
+	if (c->cert)
+		curl_easy_setopt(easy, CURLOPT_SSLCERT, c->cert);
+	if (c->key)
+		curl_easy_setopt(easy, CURLOPT_SSLKEY, c->key);
+	return 0;
+}
+
+static bool curl_error_is_tls_trust(CURLcode code)
+{
+	return code == CURLE_PEER_FAILED_VERIFICATION || code == CURLE_SSL_CACERT_BADFILE ||
+	       code == CURLE_SSL_CERTPROBLEM || code == CURLE_SSL_ISSUER_ERROR;
+}
+
+int etcd_grpc_errno(long grpc_code, const char *message, bool have_user,
+		    bool *ret_retry_elsewhere, bool *ret_reauth)
+{
+	*ret_retry_elsewhere = false;
+	*ret_reauth = false;
+	if (!message)
+		message = "";
+
+	switch (grpc_code) {
+	case GRPC_UNAUTHENTICATED:
+		*ret_reauth = have_user;
+		return -EACCES;
+	case GRPC_PERMISSION_DENIED:
+		return -EACCES;
+	case GRPC_UNAVAILABLE:
+	case GRPC_DEADLINE_EXCEEDED:
+		*ret_retry_elsewhere = true;
+		return -ECONNREFUSED;
+	case GRPC_RESOURCE_EXHAUSTED:
+		if (strstr(message, "space"))
+			return -ENOSPC;
+		*ret_retry_elsewhere = true;
+		return -ECONNREFUSED;
+	case GRPC_OUT_OF_RANGE:
+		if (strstr(message, "compacted"))
+			return -ESTALE;
+		return -EINVAL;
+	case GRPC_INVALID_ARGUMENT:
+		/* A token issued before a user or role changed is refused as "old"
+		 * (etcd 3.4 sends InvalidArgument): a fresh one is the cure. */
+		if (strstr(message, "auth store is old") || strstr(message, "invalid auth token")) {
+			*ret_reauth = have_user;
+			return -EACCES;
+		}
+		if (strstr(message, "authentication failed") || strstr(message, "user name"))
+			return -EACCES;
+		return -EINVAL;
+	case GRPC_FAILED_PRECONDITION:
+	case GRPC_NOT_FOUND:
+		return -EINVAL;
+	default:
+		/* Unknown or Internal: "leader changed", "no leader" and friends
+		 * are transient on this member. */
+		if (strstr(message, "leader") || strstr(message, "timed out") ||
+		    strstr(message, "too many requests")) {
+			*ret_retry_elsewhere = true;
+			return -ECONNREFUSED;
+		}
+		return -EPROTO;
+	}
+}
+
+long etcd_grpc_code(const cJSON *code)
+{
+	if (!cJSON_IsNumber(code) || !(code->valuedouble >= 0 && code->valuedouble <= 255))
+		return 2;
+	return (long)code->valuedouble;
+}
+
+int etcd_map_grpc_error(struct etcd_client *c, const char *endpoint, long grpc_code,
+			const char *message, bool *ret_retry_elsewhere, bool *ret_reauth)
+{
+	etcd_set_error(c, "etcd '%s': %s", endpoint, message ? message : "(no message)");
+	return etcd_grpc_errno(grpc_code, message, c->user != NULL, ret_retry_elsewhere,
+			       ret_reauth);
+}
+
+/* Reads the gateway's unary error object {"error","message","code"}. */
+static int map_error_body(struct etcd_client *c, const char *endpoint, long http_code,
+			  const cJSON *body, bool *retry, bool *reauth)
+{
+	const cJSON *code = cJSON_GetObjectItemCaseSensitive(body, "code");
+	const cJSON *msg = cJSON_GetObjectItemCaseSensitive(body, "message");
+	if (!cJSON_IsNumber(code)) {
+		etcd_set_error(c, "etcd '%s': HTTP %ld with a reply that is not a gateway error",
+			       endpoint, http_code);
+		*retry = http_code >= 500;
+		*reauth = false;
+		return *retry ? -ECONNREFUSED : -EPROTO;
+	}
+	return etcd_map_grpc_error(c, endpoint, etcd_grpc_code(code),
+				   cJSON_IsString(msg) ? msg->valuestring : NULL, retry, reauth);
+}
+
+/* The key of the write a request at path with body makes (a put's, a delete's,
+ * a txn's first operation), base64-decoded, or NULL. */
+static char *write_key(const char *path, const cJSON *body)
+{
+	const cJSON *key = NULL;
+
+	if (strcmp(path, "/v3/kv/put") == 0 || strcmp(path, "/v3/kv/deleterange") == 0) {
+		key = cJSON_GetObjectItemCaseSensitive(body, "key");
+	} else if (strcmp(path, "/v3/kv/txn") == 0) {
+		const cJSON *ops = cJSON_GetObjectItemCaseSensitive(body, "success");
+		const cJSON *op = cJSON_IsArray(ops) ? cJSON_GetArrayItem(ops, 0) : NULL;
+		const cJSON *req = op ? op->child : NULL;
+		key = req ? cJSON_GetObjectItemCaseSensitive(req, "key") : NULL;
+	}
+	if (!cJSON_IsString(key))
+		return NULL;
+	_cleanup_(buf_releasep) struct buf b = BUF_INIT;
+	if (base64_decode(key->valuestring, strlen(key->valuestring), &b) < 0 ||
+	    buf_addc(&b, '\0') < 0 || memchr(b.data, '\0', b.len - 1))
+		return NULL;
+	return buf_detach(&b);
+}
+
+const char *etcd_denied_key(const struct etcd_client *c)
+{
+	return c->denied_key;
+}
+
+/*
+ * One unary request with failover.  On success *ret holds the parsed reply
+ * (an object).  raw_path is e.g. "/v3/kv/range".
+ */
+static int etcd_call(struct etcd_client *c, const char *path, const cJSON *body, cJSON **ret)
+{
+	_cleanup_(freep) char *text = cJSON_PrintUnformatted(body);
+	if (!text)
+		return -ENOMEM;
+	bool reauthed = false;
+	bool tls_refused = false;
+	int r = -ECONNREFUSED;
+
+	if (c->denied_key) {
+		free(c->denied_key);
+		c->denied_key = NULL;
+	}
+	if (c->user && !c->token) {
+		r = etcd_authenticate(c);
+		if (r < 0)
+			return r;
+	}
+
+	for (size_t attempt = 0; attempt < c->n_endpoints; attempt++) {
+		size_t i = (c->current + attempt) % c->n_endpoints;
+		const char *endpoint = c->endpoints[i];
+		_cleanup_(buf_releasep) struct buf reply = BUF_INIT;
+		struct curl_slist *headers = NULL;
+
+		curl_easy_reset(c->easy);
+		r = etcd_easy_setup(c, c->easy, endpoint, path, text, c->timeout_ms, &headers);
+		if (r < 0)
+			return r;
+		curl_easy_setopt(c->easy, CURLOPT_WRITEFUNCTION, write_to_buf);
+		curl_easy_setopt(c->easy, CURLOPT_WRITEDATA, &reply);
+		c->requests++;
+		CURLcode code = curl_easy_perform(c->easy);
+		curl_slist_free_all(headers);
+
+		if (code != CURLE_OK) {
+			if (code == CURLE_WRITE_ERROR) {
+				etcd_set_error(c, "etcd '%s': reply larger than %u MiB or out of memory",
+					       endpoint, ETCD_MAX_REPLY >> 20);
+				return -EPROTO;
+			}
+			etcd_set_error(c, "etcd '%s': %s", endpoint, curl_easy_strerror(code));
+			if (curl_error_is_tls_trust(code))
+				tls_refused = true;
+			r = -ECONNREFUSED;
+			continue;
+		}
+
+		long http_code = 0;
+		curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &http_code);
+		_cleanup_(cJSON_Deletep) cJSON *json = cJSON_ParseWithLength(reply.data ? reply.data : "",
+									    reply.len);
+		if (!cJSON_IsObject(json)) {
+			/* etcd's JSON gateway, with --client-cert-auth and auth
+			 * enabled, refuses every request over a client certificate
+			 * that has a Common Name (embed/serve.go): it cannot pass the
+			 * CN on as the user.  Say so and what works instead. */
+			if (http_code == 400 && reply.data &&
+			    memmem(reply.data, reply.len, "CommonName of client", 20)) {
+				etcd_set_error(c, "etcd '%s': with auth enabled, etcd's JSON gateway refuses "
+					       "a client certificate that has a Common Name; use one "
+					       "without a CN and a password (--user)", endpoint);
+				return -EACCES;
+			}
+			etcd_set_error(c, "etcd '%s': HTTP %ld with a reply that is not JSON",
+				       endpoint, http_code);
+			if (http_code >= 500 || http_code == 0) {
+				r = -ECONNREFUSED;
+				continue;
+			}
+			return -EPROTO;
+		}
+		if (http_code == 200) {
+			c->current = i;
+			*ret = TAKE_PTR(json);
+			return 0;
+		}
+
+		bool retry, reauth;
+		r = map_error_body(c, endpoint, http_code, json, &retry, &reauth);
+		if (r == -EACCES && !reauth) {
+			free(c->denied_key);
+			c->denied_key = write_key(path, body);
+		}
+		if (reauth && !reauthed) {
+			reauthed = true;
+			free(c->token);
+			c->token = NULL;
+			int k = etcd_authenticate(c);
+			if (k < 0)
+				return k;
+			attempt--;	/* the same member again, with the new token */
+			continue;
+		}
+		if (!retry)
+			return r;
+	}
+	if (tls_refused && r == -ECONNREFUSED)
+		return -EACCES;
+	return r;
+}
+
+int etcd_request(struct etcd_client *c, const char *path, const cJSON *body, cJSON **ret)
+{
+	if (!path || strncmp(path, "/v3/", 4) != 0 || !body)
+		return -EINVAL;
+	return etcd_call(c, path, body, ret);
+}
+
+const char *etcd_client_user(const struct etcd_client *c)
+{
+	return c->user;
+}
+
+int etcd_authenticate(struct etcd_client *c)
+{
+	if (!c->user)
+		return 0;
+	_cleanup_(cJSON_Deletep) cJSON *body = cJSON_CreateObject();
+	if (!body || !cJSON_AddStringToObject(body, "name", c->user) ||
+	    !cJSON_AddStringToObject(body, "password", c->password ? c->password : ""))
+		return -ENOMEM;
+
+	/* etcd_call() would authenticate first: call with no user for this one. */
+	char *user = c->user;
+	c->user = NULL;
+	_cleanup_(cJSON_Deletep) cJSON *reply = NULL;
+	int r = etcd_call(c, "/v3/auth/authenticate", body, &reply);
+	c->user = user;
+	if (r < 0) {
+		/* A cluster without authentication enabled answers FailedPrecondition:
+		 * go on without a token rather than refuse to work. */
+		if (r == -EINVAL && strstr(etcd_last_error(c), "not enabled"))
+			return 0;
+		if (r == -EINVAL || r == -EPROTO)
+			r = -EACCES;
+		return r;
+	}
+	const cJSON *token = cJSON_GetObjectItemCaseSensitive(reply, "token");
+	if (!cJSON_IsString(token)) {
+		etcd_set_error(c, "etcd '%s': authentication reply without a token",
+			       etcd_current_endpoint(c));
+		return -EPROTO;
+	}
+	/* A token goes into an HTTP header: refuse one that could split it. */
+	if (strpbrk(token->valuestring, "\r\n")) {
+		etcd_set_error(c, "etcd '%s': authentication token holds a line break",
+			       etcd_current_endpoint(c));
+		return -EPROTO;
+	}
+	free(c->token);
+	c->token = strdup(token->valuestring);
+	return c->token ? 0 : -ENOMEM;
+}
+
+/* --- JSON helpers ------------------------------------------------------------ */
+
+static int add_bytes(cJSON *obj, const char *field, const void *data, size_t len)
+{
+	_cleanup_(buf_releasep) struct buf b = BUF_INIT;
+	if (base64_encode(data, len, &b) < 0 || buf_grow(&b, 0) < 0)
+		return -ENOMEM;
+	return cJSON_AddStringToObject(obj, field, buf_str(&b)) ? 0 : -ENOMEM;
+}
+
+static int add_int64(cJSON *obj, const char *field, int64_t v)
+{
+	char s[32];
+	snprintf(s, sizeof(s), "%" PRId64, v);
+	return cJSON_AddStringToObject(obj, field, s) ? 0 : -ENOMEM;
+}
+
+int etcd_decode_int64(const cJSON *obj, const char *field, int64_t *ret)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, field);
+	if (!v) {
+		*ret = 0;
+		return 0;
+	}
+	if (cJSON_IsString(v)) {
+		const char *s = v->valuestring;
+		char *end;
+		if (!*s || (!(*s >= '0' && *s <= '9') && *s != '-'))
+			return -EPROTO;
+		errno = 0;
+		long long n = strtoll(s, &end, 10);
+		if (errno || *end)
+			return -EPROTO;
+		*ret = n;
+		return 0;
+	}
+	if (cJSON_IsNumber(v)) {
+		double d = v->valuedouble;
+		if (d != d || d < -9.2e18 || d > 9.2e18 || (double)(int64_t)d != d)
+			return -EPROTO;
+		*ret = (int64_t)d;
+		return 0;
+	}
+	return -EPROTO;
+}
+
+static int decode_bytes(const cJSON *obj, const char *field, bool required, char **ret,
+			size_t *ret_len)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, field);
+	_cleanup_(buf_releasep) struct buf b = BUF_INIT;
+	if (!v) {
+		if (required)
+			return -EPROTO;
+	} else {
+		if (!cJSON_IsString(v))
+			return -EPROTO;
+		if (base64_decode(v->valuestring, strlen(v->valuestring), &b) < 0)
+			return -EPROTO;
+	}
+	*ret_len = b.len;
+	*ret = buf_detach(&b);
+	return *ret ? 0 : -ENOMEM;
+}
+
+void etcd_kv_release(struct etcd_kv *kv)
+{
+	if (!kv)
+		return;
+	free(kv->key);
+	free(kv->value);
+	memset(kv, 0, sizeof(*kv));
+}
+
+int etcd_decode_kv(const cJSON *obj, struct etcd_kv *ret)
+{
+	struct etcd_kv kv = { 0 };
+	int r;
+	if (!cJSON_IsObject(obj))
+		return -EPROTO;
+	if ((r = decode_bytes(obj, "key", true, &kv.key, &kv.key_len)) < 0 ||
+	    (r = decode_bytes(obj, "value", false, &kv.value, &kv.value_len)) < 0 ||
+	    (r = etcd_decode_int64(obj, "create_revision", &kv.create_revision)) < 0 ||
+	    (r = etcd_decode_int64(obj, "mod_revision", &kv.mod_revision)) < 0 ||
+	    (r = etcd_decode_int64(obj, "version", &kv.version)) < 0 ||
+	    (r = etcd_decode_int64(obj, "lease", &kv.lease)) < 0) {
+		etcd_kv_release(&kv);
+		return r;
+	}
+	*ret = kv;
+	return 0;
+}
+
+void etcd_kv_list_release(struct etcd_kv_list *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		etcd_kv_release(&l->kvs[i]);
+	free(l->kvs);
+	memset(l, 0, sizeof(*l));
+}
+
+static int kv_list_push(struct etcd_kv_list *l, struct etcd_kv *kv)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 64;
+		struct etcd_kv *p = realloc(l->kvs, cap * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		l->kvs = p;
+		l->cap = cap;
+	}
+	l->kvs[l->n++] = *kv;
+	memset(kv, 0, sizeof(*kv));
+	return 0;
+}
+
+static int decode_header_revision(const cJSON *body, int64_t *ret)
+{
+	const cJSON *header = cJSON_GetObjectItemCaseSensitive(body, "header");
+	if (!cJSON_IsObject(header))
+		return -EPROTO;
+	return etcd_decode_int64(header, "revision", ret);
+}
+
+int etcd_decode_range(const cJSON *body, struct etcd_kv_list *ret, bool *ret_more)
+{
+	int r = decode_header_revision(body, &ret->revision);
+	if (r < 0)
+		return r;
+	if ((r = etcd_decode_int64(body, "count", &ret->count)) < 0)
+		return r;
+	const cJSON *more = cJSON_GetObjectItemCaseSensitive(body, "more");
+	if (more && !cJSON_IsBool(more))
+		return -EPROTO;
+	*ret_more = cJSON_IsTrue(more);
+	const cJSON *kvs = cJSON_GetObjectItemCaseSensitive(body, "kvs");
+	if (!kvs)
+		return 0;
+	if (!cJSON_IsArray(kvs))
+		return -EPROTO;
+	const cJSON *item;
+	cJSON_ArrayForEach(item, kvs) {
+		struct etcd_kv kv;
+		if ((r = etcd_decode_kv(item, &kv)) < 0)
+			return r;
+		if ((r = kv_list_push(ret, &kv)) < 0) {
+			etcd_kv_release(&kv);
+			return r;
+		}
+	}
+	return 0;
+}
+
+/* --- ranges ------------------------------------------------------------------ */
+
+size_t etcd_prefix_end(const char *prefix, size_t len, char *end)
+{
+	/* The smallest key greater than every key starting with prefix: drop
+	 * trailing 0xff bytes, then add one to the last byte. */
+	memcpy(end, prefix, len);
+	while (len > 0) {
+		unsigned char last = (unsigned char)end[len - 1];
+		if (last < 0xff) {
+			end[len - 1] = (char)(last + 1);
+			return len;
+		}
+		len--;
+	}
+	end[0] = '\0';
+	return 1;	/* "\0" as range_end means "every key from key on" */
+}
+
+static int protocol_error(struct etcd_client *c, const char *what)
+{
+	etcd_set_error(c, "etcd '%s': malformed %s reply", etcd_current_endpoint(c), what);
+	return -EPROTO;
+}
+
+int etcd_get(struct etcd_client *c, const char *key, struct etcd_kv *ret, int64_t *ret_revision)
+{
+	return etcd_get_at(c, key, 0, ret, ret_revision);
+}
+
+int etcd_get_at(struct etcd_client *c, const char *key, int64_t revision, struct etcd_kv *ret,
+		int64_t *ret_revision)
+{
+	_cleanup_(cJSON_Deletep) cJSON *body = cJSON_CreateObject();
+	_cleanup_(cJSON_Deletep) cJSON *reply = NULL;
+	_cleanup_(etcd_kv_list_releasep) struct etcd_kv_list list = ETCD_KV_LIST_INIT;
+	if (!body || add_bytes(body, "key", key, strlen(key)) < 0 ||
+	    (revision > 0 && add_int64(body, "revision", revision) < 0))
+		return -ENOMEM;
+	int r = etcd_call(c, "/v3/kv/range", body, &reply);
+	if (r < 0)
+		return r;
+	bool more;
+	if (etcd_decode_range(reply, &list, &more) < 0 || list.n > 1)
+		return protocol_error(c, "range");
+	if (ret_revision)
+		*ret_revision = list.revision;
+	if (list.n == 0)
+		return 0;
+	if (list.kvs[0].key_len != strlen(key) || memcmp(list.kvs[0].key, key, list.kvs[0].key_len))
+		return protocol_error(c, "range");
+	if (ret) {
+		*ret = list.kvs[0];
+		memset(&list.kvs[0], 0, sizeof(list.kvs[0]));
+	}
+	return 1;
+}
+
+/* Empties a range read that failed half-way and returns r. */
+static int range_fail(struct etcd_kv_list *l, int r)
+{
+	etcd_kv_list_release(l);
+	return r;
+}
+
+int etcd_get_prefix_paged(struct etcd_client *c, const char *prefix, unsigned flags,
+			  int64_t revision, long page_size, struct etcd_kv_list *ret)
+{
+	size_t plen = strlen(prefix);
+	_cleanup_(freep) char *end = malloc(plen + 1);
+	_cleanup_(freep) char *next = strdup(prefix);
+	size_t next_len = plen;
+	if (!end || !next)
+		return -ENOMEM;
+	size_t end_len = etcd_prefix_end(prefix, plen, end);
+	if (page_size <= 0)
+		page_size = DEFAULT_PAGE_SIZE;
+
+	memset(ret, 0, sizeof(*ret));
+	for (;;) {
+		_cleanup_(cJSON_Deletep) cJSON *body = cJSON_CreateObject();
+		_cleanup_(cJSON_Deletep) cJSON *reply = NULL;
+		if (!body || add_bytes(body, "key", next, next_len) < 0 ||
+		    add_bytes(body, "range_end", end, end_len) < 0)
+			return range_fail(ret, -ENOMEM);
+		/* Every field is checked: a page sent without its "revision" would
+		 * be read at another moment than the first, and the result would no
+		 * longer be one snapshot. */
+		if ((flags & ETCD_COUNT_ONLY) && !cJSON_AddTrueToObject(body, "count_only"))
+			return range_fail(ret, -ENOMEM);
+		if (!(flags & ETCD_COUNT_ONLY) &&
+		    (add_int64(body, "limit", page_size) < 0 ||
+		     ((flags & ETCD_KEYS_ONLY) && !cJSON_AddTrueToObject(body, "keys_only"))))
+			return range_fail(ret, -ENOMEM);
+		if (revision > 0 && add_int64(body, "revision", revision) < 0)
+			return range_fail(ret, -ENOMEM);
+
+		int r = etcd_call(c, "/v3/kv/range", body, &reply);
+		if (r < 0) {
+			etcd_kv_list_release(ret);
+			return r;
+		}
+		bool more = false;
+		size_t before = ret->n;
+		int64_t count_total = ret->count;
+		r = etcd_decode_range(reply, ret, &more);
+		if (r < 0) {
+			etcd_kv_list_release(ret);
+			return protocol_error(c, "range");
+		}
+		if (revision <= 0)
+			revision = ret->revision;	/* pin every later page */
+		if (before > 0)
+			ret->count = count_total;	/* the first page's total stands */
+		if (!more || (flags & ETCD_COUNT_ONLY))
+			break;
+		if (ret->n == before) {	/* "more" with an empty page: never loop */
+			etcd_kv_list_release(ret);
+			return protocol_error(c, "range");
+		}
+		/* The next page starts just after the last key: key + "\0". */
+		const struct etcd_kv *last = &ret->kvs[ret->n - 1];
+		free(next);
+		next = malloc(last->key_len + 1);
+		if (!next) {
+			etcd_kv_list_release(ret);
+			return -ENOMEM;
+		}
+		memcpy(next, last->key, last->key_len);
+		next[last->key_len] = '\0';
+		next_len = last->key_len + 1;
+	}
+	ret->revision = revision;
+	return 0;
+}
+
+int etcd_get_prefix(struct etcd_client *c, const char *prefix, unsigned flags, int64_t revision,
+		    struct etcd_kv_list *ret)
+{
+	return etcd_get_prefix_paged(c, prefix, flags, revision, 0, ret);
+}
+
+/* --- writes ------------------------------------------------------------------ */
+
+int etcd_put(struct etcd_client *c, const char *key, const char *value, size_t value_len,
+	     int64_t lease)
+{
+	_cleanup_(cJSON_Deletep) cJSON *body = cJSON_CreateObject();
+	_cleanup_(cJSON_Deletep) cJSON *reply = NULL;
+	if (!body || add_bytes(body, "key", key, strlen(key)) < 0 ||
+	    add_bytes(body, "value", value, value_len) < 0)
+		return -ENOMEM;
+	if (lease && add_int64(body, "lease", lease) < 0)
+		return -ENOMEM;
+	return etcd_call(c, "/v3/kv/put", body, &reply);
+}
+
+static int delete_range(struct etcd_client *c, const char *key)
+{
+	_cleanup_(cJSON_Deletep) cJSON *body = cJSON_CreateObject();
+	_cleanup_(cJSON_Deletep) cJSON *reply = NULL;
+	if (!body || add_bytes(body, "key", key, strlen(key)) < 0)
+		return -ENOMEM;
+	int r = etcd_call(c, "/v3/kv/deleterange", body, &reply);
+	if (r < 0)
+		return r;
+	int64_t deleted;
+	if (etcd_decode_int64(reply, "deleted", &deleted) < 0 || deleted < 0)
+		return protocol_error(c, "deleterange");
+	return deleted > INT32_MAX ? INT32_MAX : (int)deleted;
+}
+
+int etcd_delete(struct etcd_client *c, const char *key)
+{
+	return delete_range(c, key);
+}
+
+/* --- transactions ------------------------------------------------------------ */
+
+struct etcd_txn {
+	cJSON *body;
+	cJSON *compare, *success, *failure;
+};
+
+struct etcd_txn *etcd_txn_new(void)
+{
+	struct etcd_txn *t = calloc(1, sizeof(*t));
+	if (!t)
+		return NULL;
+	t->body = cJSON_CreateObject();
+	if (!t->body)
+		return etcd_txn_free(t);
+	t->compare = cJSON_AddArrayToObject(t->body, "compare");
+	t->success = cJSON_AddArrayToObject(t->body, "success");
+	t->failure = cJSON_AddArrayToObject(t->body, "failure");
+	if (!t->compare || !t->success || !t->failure)
+		return etcd_txn_free(t);
+	return t;
+}
+
+struct etcd_txn *etcd_txn_free(struct etcd_txn *t)
+{
+	if (t) {
+		cJSON_Delete(t->body);
+		free(t);
+	}
+	return NULL;
+}
+
+static const char *const cmp_names[] = {
+	[ETCD_CMP_EQUAL] = "EQUAL",
+	[ETCD_CMP_NOT_EQUAL] = "NOT_EQUAL",
+	[ETCD_CMP_GREATER] = "GREATER",
+	[ETCD_CMP_LESS] = "LESS",
+};
+
+static cJSON *txn_compare(struct etcd_txn *t, const char *key, enum etcd_cmp cmp,
+			  const char *target)
+{
+	cJSON *o = cJSON_CreateObject();
+	if (!o)
+		return NULL;
+	cJSON_AddItemToArray(t->compare, o);
+	if (add_bytes(o, "key", key, strlen(key)) < 0 ||
+	    !cJSON_AddStringToObject(o, "target", target) ||
+	    !cJSON_AddStringToObject(o, "result", cmp_names[cmp]))
+		return NULL;
+	return o;
+}
+
+static int txn_if_int(struct etcd_txn *t, const char *key, enum etcd_cmp cmp, const char *target,
+		      const char *field, int64_t v)
+{
+	cJSON *o = txn_compare(t, key, cmp, target);
+	return o && add_int64(o, field, v) == 0 ? 0 : -ENOMEM;
+}
+
+int etcd_txn_if_version(struct etcd_txn *t, const char *key, enum etcd_cmp cmp, int64_t version)
+{
+	return txn_if_int(t, key, cmp, "VERSION", "version", version);
+}
+
+int etcd_txn_if_mod_revision(struct etcd_txn *t, const char *key, enum etcd_cmp cmp, int64_t rev)
+{
+	return txn_if_int(t, key, cmp, "MOD", "mod_revision", rev);
+}
+
+int etcd_txn_if_prefix_mod_revision(struct etcd_txn *t, const char *prefix, enum etcd_cmp cmp,
+				    int64_t rev)
+{
+	size_t len = strlen(prefix);
+	_cleanup_(freep) char *end = malloc(len + 1);
+	cJSON *o;
+
+	if (!end)
+		return -ENOMEM;
+	size_t end_len = etcd_prefix_end(prefix, len, end);
+	o = txn_compare(t, prefix, cmp, "MOD");
+	return o && add_int64(o, "mod_revision", rev) == 0 &&
+		       add_bytes(o, "range_end", end, end_len) == 0 ? 0 : -ENOMEM;
+}
+
+static cJSON *txn_op(struct etcd_txn *t, bool on_success, const char *kind)
+{
+	cJSON *op = cJSON_CreateObject();
+	if (!op)
+		return NULL;
+	cJSON_AddItemToArray(on_success ? t->success : t->failure, op);
+	return cJSON_AddObjectToObject(op, kind);
+}
+
+int etcd_txn_put(struct etcd_txn *t, bool on_success, const char *key, const char *value,
+		 int64_t lease)
+{
+	cJSON *o = txn_op(t, on_success, "request_put");
+	if (!o || add_bytes(o, "key", key, strlen(key)) < 0 ||
+	    add_bytes(o, "value", value, strlen(value)) < 0)
+		return -ENOMEM;
+	return lease ? add_int64(o, "lease", lease) : 0;
+}
+
+int etcd_txn_delete(struct etcd_txn *t, bool on_success, const char *key)
+{
+	cJSON *o = txn_op(t, on_success, "request_delete_range");
+	return o && add_bytes(o, "key", key, strlen(key)) == 0 ? 0 : -ENOMEM;
+}
+
+int etcd_txn_delete_prefix(struct etcd_txn *t, bool on_success, const char *prefix)
+{
+	size_t len = strlen(prefix);
+	_cleanup_(freep) char *end = malloc(len + 1);
+	size_t end_len;
+	cJSON *o;
+
+	if (!end)
+		return -ENOMEM;
+	end_len = etcd_prefix_end(prefix, len, end);
+	o = txn_op(t, on_success, "request_delete_range");
+	return o && add_bytes(o, "key", prefix, len) == 0 &&
+		       add_bytes(o, "range_end", end, end_len) == 0 ? 0 : -ENOMEM;
+}
+
+int etcd_txn_commit(struct etcd_client *c, struct etcd_txn *t, bool *ret_succeeded,
+		    int64_t *ret_revision)
+{
+	_cleanup_(cJSON_Deletep) cJSON *reply = NULL;
+	int r = etcd_call(c, "/v3/kv/txn", t->body, &reply);
+	if (r < 0)
+		return r;
+	const cJSON *ok = cJSON_GetObjectItemCaseSensitive(reply, "succeeded");
+	if (ok && !cJSON_IsBool(ok))
+		return protocol_error(c, "txn");
+	int64_t rev;
+	if (decode_header_revision(reply, &rev) < 0)
+		return protocol_error(c, "txn");
+	if (ret_succeeded)
+		*ret_succeeded = cJSON_IsTrue(ok);	/* absent means false */
+	if (ret_revision)
+		*ret_revision = rev;
+	return 0;
+}
+
+/* --- leases ------------------------------------------------------------------ */
+
+int etcd_lease_grant(struct etcd_client *c, int64_t ttl, int64_t *ret_id)
+{
+	_cleanup_(cJSON_Deletep) cJSON *body = cJSON_CreateObject();
+	_cleanup_(cJSON_Deletep) cJSON *reply = NULL;
+	if (!body || add_int64(body, "TTL", ttl) < 0)
+		return -ENOMEM;
+	int r = etcd_call(c, "/v3/lease/grant", body, &reply);
+	if (r < 0)
+		return r;
+	const cJSON *err = cJSON_GetObjectItemCaseSensitive(reply, "error");
+	if (cJSON_IsString(err) && *err->valuestring) {
+		etcd_set_error(c, "etcd '%s': %s", etcd_current_endpoint(c), err->valuestring);
+		return -EPROTO;
+	}
+	int64_t id;
+	if (etcd_decode_int64(reply, "ID", &id) < 0 || id == 0)
+		return protocol_error(c, "lease grant");
+	*ret_id = id;
+	return 0;
+}
+
+int etcd_lease_keepalive(struct etcd_client *c, int64_t id, int64_t *ret_ttl)
+{
+	_cleanup_(cJSON_Deletep) cJSON *body = cJSON_CreateObject();
+	_cleanup_(cJSON_Deletep) cJSON *reply = NULL;
+	if (!body || add_int64(body, "ID", id) < 0)
+		return -ENOMEM;
+	int r = etcd_call(c, "/v3/lease/keepalive", body, &reply);
+	if (r < 0)
+		return r;
+	/* The keepalive endpoint is a stream: its one answer is under "result". */
+	const cJSON *result = cJSON_GetObjectItemCaseSensitive(reply, "result");
+	if (!cJSON_IsObject(result)) {
+		const cJSON *error = cJSON_GetObjectItemCaseSensitive(reply, "error");
+		if (cJSON_IsObject(error)) {
+			const cJSON *code = cJSON_GetObjectItemCaseSensitive(error, "grpc_code");
+			const cJSON *msg = cJSON_GetObjectItemCaseSensitive(error, "message");
+			bool retry, reauth;
+			return etcd_map_grpc_error(c, etcd_current_endpoint(c),
+						   etcd_grpc_code(code),
+						   cJSON_IsString(msg) ? msg->valuestring : NULL,
+						   &retry, &reauth);
+		}
+		return protocol_error(c, "lease keepalive");
+	}
+	int64_t ttl;
+	if (etcd_decode_int64(result, "TTL", &ttl) < 0 || ttl < 0)
+		return protocol_error(c, "lease keepalive");
+	*ret_ttl = ttl;
+	return 0;
+}
+
+int etcd_lease_revoke(struct etcd_client *c, int64_t id)
+{
+	_cleanup_(cJSON_Deletep) cJSON *body = cJSON_CreateObject();
+	_cleanup_(cJSON_Deletep) cJSON *reply = NULL;
+	if (!body || add_int64(body, "ID", id) < 0)
+		return -ENOMEM;
+	int r = etcd_call(c, "/v3/lease/revoke", body, &reply);
+	/* A lease that has already expired is as revoked as it gets. */
+	if (r == -EINVAL && strstr(etcd_last_error(c), "not found"))
+		return 0;
+	return r;
+}
+
+/* --- cluster ----------------------------------------------------------------- */
+
+int etcd_status(struct etcd_client *c, char **ret_server_version, char **ret_endpoint)
+{
+	_cleanup_(cJSON_Deletep) cJSON *body = cJSON_CreateObject();
+	_cleanup_(cJSON_Deletep) cJSON *reply = NULL;
+	if (!body)
+		return -ENOMEM;
+	int r = etcd_call(c, "/v3/maintenance/status", body, &reply);
+	if (r < 0)
+		return r;
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(reply, "version");
+	if (!cJSON_IsString(v))
+		return protocol_error(c, "status");
+	if (ret_server_version && !(*ret_server_version = strdup(v->valuestring)))
+		return -ENOMEM;
+	if (ret_endpoint && !(*ret_endpoint = strdup(etcd_current_endpoint(c))))
+		return -ENOMEM;
+	return 0;
+}

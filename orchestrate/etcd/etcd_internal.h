@@ -1,0 +1,75 @@
+/*
+ * etcd_internal.h — what etcd.c and etcd_watch.c share and nobody else sees:
+ * the client's insides and the request plumbing (easy-handle setup, error
+ * mapping, authentication).
+ */
+#ifndef ORCHESTRATE_ETCD_INTERNAL_H
+#define ORCHESTRATE_ETCD_INTERNAL_H
+
+#include <curl/curl.h>
+#include <systemd/sd-event.h>
+
+#include "base/buf.h"
+#include "base/clock.h"
+#include "etcd/etcd.h"
+
+/* No reply we accept is larger than this; a bigger one is a hostile server. */
+#define ETCD_MAX_REPLY (256u << 20)
+
+struct etcd_client {
+	char **endpoints;
+	size_t n_endpoints;
+	size_t current;			/* index of the endpoint to try first */
+	char *cacert, *cert, *key;
+	char *user, *password;
+	char *token;			/* auth token, NULL before authenticating */
+	char *denied_key;		/* etcd_denied_key(): the write etcd refused */
+	long timeout_ms;
+
+	CURL *easy;			/* reused by unary calls: keeps connections */
+	struct buf error;		/* etcd_last_error() */
+	uint64_t requests;		/* counted, for debugging */
+	uint64_t reconnects;
+
+	/* event-loop mode (etcd_client_attach_event) */
+	sd_event *event;
+	CURLM *multi;
+	sd_event_source *multi_timer;
+	struct etcd_watch *watches;	/* linked through etcd_watch.next */
+};
+
+/* Records the one-line error message for etcd_last_error(). */
+void etcd_set_error(struct etcd_client *c, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* Sets URL, TLS, timeouts and the JSON body (copied) on an easy handle; the
+ * headers list (Content-Type, Authorization) is built into *headers, which the
+ * caller frees after the transfer. */
+int etcd_easy_setup(struct etcd_client *c, CURL *easy, const char *endpoint, const char *path,
+		    const char *body, long timeout_ms, struct curl_slist **headers);
+
+/* Maps a gateway error object ({"error","message","code"} for unary calls, or
+ * {"grpc_code","message"} inside a stream) to an error code, recording the
+ * message.  *ret_retry_elsewhere is set when another member may succeed,
+ * *ret_reauth when the token was refused. */
+int etcd_map_grpc_error(struct etcd_client *c, const char *endpoint, long grpc_code,
+			const char *message, bool *ret_retry_elsewhere, bool *ret_reauth);
+
+/* The gRPC code held by a JSON number; 2 (Unknown) when it is absent, not a
+ * number, or not a code at all (a hostile 1e300 must not reach a cast). */
+long etcd_grpc_code(const cJSON *code);
+
+/* The pure part of the mapping, for stream frames decoded without a client. */
+int etcd_grpc_errno(long grpc_code, const char *message, bool have_user,
+		    bool *ret_retry_elsewhere, bool *ret_reauth);
+
+/* Authenticates (when a user is configured) and stores the token. */
+int etcd_authenticate(struct etcd_client *c);
+
+/* CLOCK_MONOTONIC in milliseconds, the clock of watch deadlines. */
+static inline uint64_t etcd_now_ms(void)
+{
+	return clock_msec(CLOCK_MONOTONIC);
+}
+
+#endif

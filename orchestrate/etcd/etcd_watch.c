@@ -1,0 +1,969 @@
+/*
+ * etcd_watch.c — watch streams over the gateway's POST /v3/watch, and the glue
+ * that drives libcurl's multi interface from an sd-event loop.
+ *
+ * A watch is one long HTTP response carrying newline-delimited JSON frames:
+ *
+ *   {"result":{"header":{…},"created":true}}
+ *   {"result":{"header":{"revision":"7"},"events":[{"kv":{…}},{"type":"DELETE",…}]}}
+ *   {"result":{"header":{…},"canceled":true,"compact_revision":"5"}}
+ *   {"error":{"grpc_code":14,"message":"…"}}
+ *
+ * The same struct etcd_watch serves both modes:
+ *
+ *  - blocking (etcd_watch(), the command line): a private multi handle polled
+ *    with curl_multi_poll() until the callback is satisfied or the deadline;
+ *  - event loop (etcd_watch_start_ranges(), the daemon): the client's multi handle,
+ *    whose sockets and timer are sd-event sources (etcd_client_attach_event).
+ *
+ * In both modes curl's write callback only appends bytes; frames are decoded and
+ * handed to the caller's callback after curl returns, never from inside curl,
+ * so a callback may make other etcd requests or stop watches freely.
+ *
+ * Resuming.  The watch remembers the last revision it delivered.  When a stream
+ * drops (member died, TCP reset, a silent stream past its idle limit, an error
+ * frame that another member may not share) it reconnects to the next endpoint
+ * from that revision + 1, and drops any event at or below it, since etcd can
+ * repeat events across a reconnect.  Only event revisions and progress
+ * notifications advance the revision: a "created" frame's header revision says
+ * nothing about which older events are still to come.  When the resume revision
+ * was compacted the watch ends with -ESTALE and the compact revision: the caller
+ * must read everything again, as nothing else can tell it what it missed.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+
+#include "base/base64.h"
+#include "base/cleanup.h"
+#include "etcd/etcd.h"
+#include "etcd_internal.h"
+
+#define RECONNECT_MIN_MS 100
+#define RECONNECT_MAX_MS 5000
+/* A blocking watch gives up after this many rounds over the endpoints without
+ * one stream being established: the cluster is unreachable. */
+#define BLOCKING_MAX_ROUNDS 2
+/* A stream that has some of its watches created but not all this long after
+ * it opened is opened again (see etcd_watch_ranges()); the daemon's streams
+ * wait longer, since a fleet starting at once keeps etcd busy. */
+#define CREATE_WAIT_MS 1000
+#define CREATE_WAIT_LOOP_MS 2000
+
+struct watch_range {
+	char *key, *range_end;		/* range_end NULL: one key */
+	size_t key_len, range_end_len;
+	int64_t last_rev;		/* last revision delivered */
+	int64_t watch_id;		/* etcd's id on the current stream; -1 before created */
+};
+
+struct etcd_watch {
+	struct etcd_client *c;
+	struct etcd_watch *next;	/* in c->watches (event-loop mode only) */
+	CURLM *multi;			/* the multi handle it runs on */
+	bool blocking;
+
+	/* The watched ranges, all carried by one stream: each is one create
+	 * request, and each resumes from its own last delivered revision,
+	 * since a txn that touches two ranges gives two frames of one revision. */
+	struct watch_range *ranges;
+	size_t n_ranges;
+	size_t n_created;		/* created frames seen on this stream */
+	etcd_watch_fn on_events;
+	etcd_watch_error_fn on_error;
+	void *userdata;
+
+	CURL *easy;			/* the current stream, NULL between streams */
+	struct curl_slist *headers;
+	struct buf stream;		/* bytes not yet split into frames */
+	size_t endpoint;		/* index into c->endpoints */
+	bool got_frame;			/* a valid frame arrived on this stream */
+	bool http_error;		/* the stream answered with a non-200 status */
+	unsigned failures;		/* streams in a row that gave no valid frame */
+	uint64_t reconnect_at;		/* monotonic ms; 0: no reconnect pending */
+	uint64_t idle_ms;		/* reopen a stream silent this long; 0: never */
+	uint64_t last_data_ms;
+	uint64_t connect_ms;		/* when the current stream was opened */
+
+	bool finished;
+	int result;
+	int64_t compact;
+
+	bool dispatching;		/* inside a callback: defer the free */
+	bool stop_requested;
+	sd_event_source *timer;		/* event-loop mode: reconnect and idle timer */
+};
+
+static int watch_arm_timer(struct etcd_watch *w);
+
+/* The revision every range is complete up to: the lowest of theirs. */
+static int64_t watch_low_revision(const struct etcd_watch *w)
+{
+	int64_t low = INT64_MAX;
+	for (size_t i = 0; i < w->n_ranges; i++)
+		if (w->ranges[i].last_rev < low)
+			low = w->ranges[i].last_rev;
+	return w->n_ranges ? low : 0;
+}
+
+/* --- frames ------------------------------------------------------------------ */
+
+void etcd_events_free(struct etcd_event *events, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		etcd_kv_release(&events[i].kv);
+	free(events);
+}
+
+/* The frame is {"error":…}: its gRPC code and message.  Both unary ({"error":
+ * "text","code":N,"message":…}) and stream ({"error":{"grpc_code":N,…}}) forms. */
+static bool frame_error(const cJSON *frame, long *ret_code, const char **ret_message)
+{
+	const cJSON *error = cJSON_GetObjectItemCaseSensitive(frame, "error");
+	if (!error)
+		return false;
+	const cJSON *holder = cJSON_IsObject(error) ? error : frame;
+	const cJSON *code = cJSON_GetObjectItemCaseSensitive(holder, "grpc_code");
+	if (!code)
+		code = cJSON_GetObjectItemCaseSensitive(holder, "code");
+	const cJSON *msg = cJSON_GetObjectItemCaseSensitive(holder, "message");
+	*ret_code = etcd_grpc_code(code);
+	*ret_message = cJSON_IsString(msg) ? msg->valuestring
+		       : cJSON_IsString(error) ? error->valuestring : "stream error";
+	return true;
+}
+
+/* The gRPC code named in a watch's cancel_reason, 0 when it names none we act
+ * on.  Only the codes that change what the client does are worth telling. */
+static long cancel_reason_code(const char *reason)
+{
+	if (strstr(reason, "code = Unauthenticated") || strstr(reason, "invalid auth token"))
+		return 16;
+	if (strstr(reason, "code = PermissionDenied") || strstr(reason, "permission denied"))
+		return 7;
+	if (strstr(reason, "code = InvalidArgument"))
+		return 3;
+	return 0;
+}
+
+/*
+ * Decodes a frame.  Besides the public contract, returns 1 for an error frame,
+ * with its gRPC code and message (pointing into *ret_json, which the caller frees).
+ */
+static int decode_frame(const char *text, size_t len, struct etcd_event **ret_events,
+			size_t *ret_n, int64_t *ret_revision, int64_t *ret_compact,
+			bool *ret_created, int64_t *ret_watch_id, cJSON **ret_json,
+			long *ret_code, const char **ret_message)
+{
+	*ret_events = NULL;
+	*ret_n = 0;
+	*ret_revision = *ret_compact = *ret_watch_id = 0;
+	*ret_created = false;
+	*ret_json = NULL;
+
+	_cleanup_(cJSON_Deletep) cJSON *frame = cJSON_ParseWithLength(text, len);
+	if (!cJSON_IsObject(frame))
+		return -EPROTO;
+	if (frame_error(frame, ret_code, ret_message)) {
+		*ret_json = TAKE_PTR(frame);
+		return 1;
+	}
+	const cJSON *result = cJSON_GetObjectItemCaseSensitive(frame, "result");
+	if (!cJSON_IsObject(result))
+		return -EPROTO;
+	const cJSON *header = cJSON_GetObjectItemCaseSensitive(result, "header");
+	if (!cJSON_IsObject(header) || etcd_decode_int64(header, "revision", ret_revision) < 0)
+		return -EPROTO;
+	/* Which watch of the stream the frame is for; JSON leaves out id 0, and
+	 * a creation refused (an expired token) comes back as id -1. */
+	if (etcd_decode_int64(result, "watch_id", ret_watch_id) < 0 || *ret_watch_id < -1)
+		return -EPROTO;
+
+	const cJSON *created = cJSON_GetObjectItemCaseSensitive(result, "created");
+	const cJSON *canceled = cJSON_GetObjectItemCaseSensitive(result, "canceled");
+	if ((created && !cJSON_IsBool(created)) || (canceled && !cJSON_IsBool(canceled)))
+		return -EPROTO;
+	*ret_created = cJSON_IsTrue(created);
+	if (cJSON_IsTrue(canceled)) {
+		int64_t compact;
+		if (etcd_decode_int64(result, "compact_revision", &compact) < 0)
+			return -EPROTO;
+		if (compact > 0) {
+			*ret_compact = compact;
+			return -ESTALE;
+		}
+		/* A watch refused at creation comes back as a cancel whose reason is
+		 * the gRPC status in text ("rpc error: code = Unauthenticated desc =
+		 * etcdserver: invalid auth token" for an expired token): hand it on
+		 * as the error frame it stands for, so that a refused token is
+		 * renewed like on any other request. */
+		const cJSON *reason = cJSON_GetObjectItemCaseSensitive(result, "cancel_reason");
+		if (!cJSON_IsString(reason))
+			return -EPROTO;
+		*ret_code = cancel_reason_code(reason->valuestring);
+		if (*ret_code == 0)
+			return -EPROTO;
+		*ret_message = reason->valuestring;
+		*ret_json = TAKE_PTR(frame);
+		return 1;
+	}
+
+	const cJSON *events = cJSON_GetObjectItemCaseSensitive(result, "events");
+	if (!events)
+		return 0;
+	if (!cJSON_IsArray(events))
+		return -EPROTO;
+	int count = cJSON_GetArraySize(events);
+	struct etcd_event *ev = calloc((size_t)count + 1, sizeof(*ev));
+	if (!ev)
+		return -ENOMEM;
+	size_t n = 0;
+	const cJSON *item;
+	cJSON_ArrayForEach(item, events) {
+		const cJSON *type = cJSON_GetObjectItemCaseSensitive(item, "type");
+		const cJSON *kv = cJSON_GetObjectItemCaseSensitive(item, "kv");
+		if (!cJSON_IsObject(item) || (type && !cJSON_IsString(type)))
+			goto bad;
+		/* The gateway leaves out the zero value: no "type" is a PUT. */
+		if (!type || strcmp(type->valuestring, "PUT") == 0)
+			ev[n].type = ETCD_EVENT_PUT;
+		else if (strcmp(type->valuestring, "DELETE") == 0)
+			ev[n].type = ETCD_EVENT_DELETE;
+		else
+			goto bad;
+		if (etcd_decode_kv(kv, &ev[n].kv) < 0)
+			goto bad;
+		n++;
+	}
+	*ret_events = ev;
+	*ret_n = n;
+	return 0;
+bad:
+	etcd_events_free(ev, n);
+	return -EPROTO;
+}
+
+int etcd_decode_watch_frame(const char *text, size_t len, struct etcd_event **ret_events,
+			    size_t *ret_n, int64_t *ret_revision, int64_t *ret_compact,
+			    bool *ret_created)
+{
+	_cleanup_(cJSON_Deletep) cJSON *json = NULL;
+	long code = 0;
+	const char *message = NULL;
+	int64_t watch_id;
+	int r = decode_frame(text, len, ret_events, ret_n, ret_revision, ret_compact,
+			     ret_created, &watch_id, &json, &code, &message);
+	if (r == 1) {
+		bool retry, reauth;
+		r = etcd_grpc_errno(code, message, false, &retry, &reauth);
+		if (r == 0)
+			r = -EPROTO;
+	}
+	return r;
+}
+
+/* --- one stream -------------------------------------------------------------- */
+
+static size_t watch_write(char *data, size_t size, size_t nmemb, void *userdata)
+{
+	struct etcd_watch *w = userdata;
+	size_t n = size * nmemb;
+	long code = 0;
+	curl_easy_getinfo(w->easy, CURLINFO_RESPONSE_CODE, &code);
+	if (code != 200)
+		w->http_error = true;
+	/* One frame never comes near the limit; a stream that does is hostile. */
+	if (w->stream.len + n > ETCD_MAX_REPLY || buf_add(&w->stream, data, n) < 0)
+		return 0;
+	w->last_data_ms = etcd_now_ms();
+	return n;
+}
+
+static void watch_disconnect(struct etcd_watch *w)
+{
+	if (w->easy) {
+		curl_multi_remove_handle(w->multi, w->easy);
+		curl_easy_cleanup(w->easy);
+		w->easy = NULL;
+	}
+	curl_slist_free_all(w->headers);
+	w->headers = NULL;
+	buf_reset(&w->stream);
+}
+
+static int add_bytes(cJSON *obj, const char *field, const char *data, size_t len)
+{
+	_cleanup_(buf_releasep) struct buf b = BUF_INIT;
+	if (base64_encode(data, len, &b) < 0 || buf_grow(&b, 0) < 0)
+		return -ENOMEM;
+	return cJSON_AddStringToObject(obj, field, buf_str(&b)) ? 0 : -ENOMEM;
+}
+
+/* Appends one range's create request to the stream's body. */
+static int add_create_request(struct buf *body, const struct watch_range *wr)
+{
+	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
+	cJSON *req = cJSON_AddObjectToObject(obj, "create_request");
+	char rev[32];
+	snprintf(rev, sizeof(rev), "%" PRId64, wr->last_rev + 1);
+	if (!req || add_bytes(req, "key", wr->key, wr->key_len) < 0 ||
+	    (wr->range_end && add_bytes(req, "range_end", wr->range_end, wr->range_end_len) < 0) ||
+	    /* Revision 0 is "from now"; the created frame then tells which. */
+	    (wr->last_rev > 0 && !cJSON_AddStringToObject(req, "start_revision", rev)) ||
+	    /* Progress notifications advance the resume revision on a quiet
+	     * prefix and prove the stream alive. */
+	    !cJSON_AddTrueToObject(req, "progress_notify"))
+		return -ENOMEM;
+	_cleanup_(freep) char *text = cJSON_PrintUnformatted(obj);
+	if (!text || buf_adds(body, text) < 0)
+		return -ENOMEM;
+	return 0;
+}
+
+static int watch_connect(struct etcd_watch *w)
+{
+	struct etcd_client *c = w->c;
+	_cleanup_(buf_releasep) struct buf body = BUF_INIT;
+
+	/* The gateway reads one JSON object after another from the body and
+	 * creates each watch on the one gRPC stream behind this request. */
+	for (size_t i = 0; i < w->n_ranges; i++) {
+		w->ranges[i].watch_id = -1;
+		if (add_create_request(&body, &w->ranges[i]) < 0)
+			return -ENOMEM;
+	}
+	w->n_created = 0;
+	const char *text = buf_str(&body);
+
+	if (c->user && !c->token) {
+		int r = etcd_authenticate(c);
+		if (r < 0)
+			return r;
+	}
+	w->easy = curl_easy_init();
+	if (!w->easy)
+		return -ENOMEM;
+	/* No total timeout on a stream: liveness comes from TCP keepalive, the
+	 * idle limit and progress notifications. */
+	int r = etcd_easy_setup(c, w->easy, c->endpoints[w->endpoint], "/v3/watch", text, 0,
+				&w->headers);
+	if (r < 0) {
+		watch_disconnect(w);
+		return r;
+	}
+	curl_easy_setopt(w->easy, CURLOPT_WRITEFUNCTION, watch_write);
+	curl_easy_setopt(w->easy, CURLOPT_WRITEDATA, w);
+	curl_easy_setopt(w->easy, CURLOPT_PRIVATE, w);
+	w->got_frame = false;
+	w->http_error = false;
+	w->reconnect_at = 0;
+	w->last_data_ms = w->connect_ms = etcd_now_ms();
+	c->requests++;
+	if (curl_multi_add_handle(w->multi, w->easy) != CURLM_OK) {
+		watch_disconnect(w);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* Ends the watch with result; in event-loop mode tells the owner of an error. */
+static void watch_finish(struct etcd_watch *w, int result, int64_t compact)
+{
+	watch_disconnect(w);
+	w->finished = true;
+	w->result = result;
+	w->compact = compact;
+	w->reconnect_at = 0;
+	if (!w->blocking && result < 0 && w->on_error && !w->stop_requested) {
+		w->dispatching = true;
+		w->on_error(w, result, compact, w->userdata);
+		w->dispatching = false;
+	}
+}
+
+/* Drops the current stream and schedules the next one on the next endpoint. */
+static void watch_schedule_reconnect(struct etcd_watch *w)
+{
+	struct etcd_client *c = w->c;
+	bool established = w->got_frame;
+	watch_disconnect(w);
+	c->reconnects++;
+	if (established)
+		w->failures = 0;
+	else
+		w->failures++;
+	if (w->blocking && w->failures >= BLOCKING_MAX_ROUNDS * c->n_endpoints) {
+		watch_finish(w, -ECONNREFUSED, 0);
+		return;
+	}
+	w->endpoint = (w->endpoint + 1) % c->n_endpoints;
+	uint64_t delay = 0;
+	if (!established) {
+		unsigned shift = w->failures < 6 ? w->failures : 6;
+		delay = (uint64_t)RECONNECT_MIN_MS << shift;
+		if (delay > RECONNECT_MAX_MS)
+			delay = RECONNECT_MAX_MS;
+	}
+	w->reconnect_at = etcd_now_ms() + delay;
+	/* Without its timer the watch would never come back: say so to the
+	 * owner, whose resync has a timer of its own. */
+	if (!w->blocking && watch_arm_timer(w) < 0)
+		watch_finish(w, -ENOMEM, 0);
+}
+
+/* Handles one complete frame.  Returns false when the watch must not be touched
+ * any more (it stopped, or its owner stopped it from a callback). */
+static bool watch_handle_frame(struct etcd_watch *w, const char *text, size_t len)
+{
+	struct etcd_client *c = w->c;
+	struct etcd_event *events;
+	size_t n;
+	int64_t revision, compact, watch_id;
+	bool created;
+	_cleanup_(cJSON_Deletep) cJSON *json = NULL;
+	long code = 0;
+	const char *message = NULL;
+
+	int r = decode_frame(text, len, &events, &n, &revision, &compact, &created, &watch_id,
+			     &json, &code, &message);
+	if (r == 1) {
+		bool retry, reauth;
+		r = etcd_map_grpc_error(c, c->endpoints[w->endpoint], code, message, &retry, &reauth);
+		if (reauth) {
+			free(c->token);
+			c->token = NULL;
+		}
+		/* A stream error that is not a verdict on the request itself
+		 * ("the client connection is closing" while a member restarts)
+		 * is the member's trouble: resume elsewhere. */
+		if (retry || reauth || r == -EPROTO) {
+			watch_schedule_reconnect(w);
+			return false;
+		}
+		watch_finish(w, r, 0);
+		return false;
+	}
+	if (r == -ESTALE) {
+		etcd_set_error(c, "etcd '%s': watch revision %" PRId64 " was compacted (at %" PRId64 ")",
+			       c->endpoints[w->endpoint], watch_low_revision(w) + 1, compact);
+		watch_finish(w, -ESTALE, compact);
+		return false;
+	}
+	if (r == -EPROTO) {
+		etcd_set_error(c, "etcd '%s': malformed watch frame", c->endpoints[w->endpoint]);
+		watch_schedule_reconnect(w);
+		return false;
+	}
+	if (r < 0) {
+		watch_finish(w, r, 0);
+		return false;
+	}
+
+	if (created) {
+		/* Creations are acknowledged in the order of the requests. */
+		if (w->n_created >= w->n_ranges) {
+			etcd_events_free(events, n);
+			etcd_set_error(c, "etcd '%s': more watches created than requested",
+				       c->endpoints[w->endpoint]);
+			watch_schedule_reconnect(w);
+			return false;
+		}
+		struct watch_range *wr = &w->ranges[w->n_created++];
+		wr->watch_id = watch_id;
+		/* A watch "from now" starts after the revision of its creation. */
+		if (wr->last_rev == 0)
+			wr->last_rev = revision;
+		w->got_frame = true;
+		w->failures = 0;
+		etcd_events_free(events, n);
+		/* the first creation starts the wait for the others */
+		if (!w->blocking && w->n_created == 1 && w->n_ranges > 1)
+			(void)watch_arm_timer(w);
+		return true;
+	}
+	struct watch_range *wr = NULL;
+	for (size_t i = 0; i < w->n_created; i++)
+		if (w->ranges[i].watch_id == watch_id)
+			wr = &w->ranges[i];
+	if (!wr) {
+		etcd_events_free(events, n);
+		etcd_set_error(c, "etcd '%s': watch frame for unknown watch %" PRId64,
+			       c->endpoints[w->endpoint], watch_id);
+		watch_schedule_reconnect(w);
+		return false;
+	}
+	w->got_frame = true;
+	w->failures = 0;
+
+	/* Drop what was delivered before a reconnect; events of one revision come
+	 * in one frame per watch, so comparing with the previous frames' revision
+	 * of the same range is exact. */
+	size_t kept = 0;
+	int64_t newest = wr->last_rev;
+	for (size_t i = 0; i < n; i++) {
+		if (events[i].kv.mod_revision <= wr->last_rev) {
+			etcd_kv_release(&events[i].kv);
+			continue;
+		}
+		if (events[i].kv.mod_revision > newest)
+			newest = events[i].kv.mod_revision;
+		events[kept++] = events[i];
+	}
+	if (n == 0 && revision > newest)
+		newest = revision;	/* a progress notification */
+	wr->last_rev = newest;
+
+	int cb = 0;
+	if (kept > 0 || n == 0) {
+		w->dispatching = true;
+		cb = w->on_events(events, kept, revision, w->userdata);
+		w->dispatching = false;
+	}
+	etcd_events_free(events, kept);
+	if (w->stop_requested)
+		return false;
+	if (cb != 0) {
+		watch_finish(w, cb, 0);
+		return false;
+	}
+	return true;
+}
+
+/* Decodes and delivers every complete frame in the stream buffer. */
+static void watch_process(struct etcd_watch *w)
+{
+	while (!w->finished && w->easy && w->stream.len > 0) {
+		char *nl = memchr(w->stream.data, '\n', w->stream.len);
+		if (!nl)
+			return;
+		size_t len = (size_t)(nl - w->stream.data);
+		/* Copy the frame out: a callback may reconnect and reset the buffer. */
+		_cleanup_(freep) char *frame = malloc(len + 1);
+		if (!frame) {
+			watch_finish(w, -ENOMEM, 0);
+			return;
+		}
+		memcpy(frame, w->stream.data, len);
+		frame[len] = '\0';
+		buf_consume(&w->stream, len + 1);
+		size_t start = strspn(frame, " \t\r");
+		if (start == len)
+			continue;
+		if (!watch_handle_frame(w, frame + start, len - start))
+			return;
+	}
+}
+
+/* The stream's transfer ended (curl says done). */
+static void watch_transfer_done(struct etcd_watch *w, CURLcode code)
+{
+	struct etcd_client *c = w->c;
+	const char *endpoint = c->endpoints[w->endpoint];
+
+	/* Frames that arrived with the end of the transfer still count. */
+	if (!w->http_error)
+		watch_process(w);
+	if (w->finished || w->stop_requested || !w->easy)
+		return;
+
+	if (w->http_error) {
+		_cleanup_(cJSON_Deletep) cJSON *json = cJSON_ParseWithLength(
+			w->stream.data ? w->stream.data : "", w->stream.len);
+		long grpc = 0;
+		const char *message = NULL;
+		if (cJSON_IsObject(json) && frame_error(json, &grpc, &message)) {
+			bool retry, reauth;
+			int r = etcd_map_grpc_error(c, endpoint, grpc, message, &retry, &reauth);
+			if (reauth) {
+				free(c->token);
+				c->token = NULL;
+			}
+			if (!retry && !reauth && r != -EPROTO) {
+				watch_finish(w, r, 0);
+				return;
+			}
+		} else {
+			etcd_set_error(c, "etcd '%s': watch answered with HTTP error", endpoint);
+		}
+	} else if (code != CURLE_OK) {
+		etcd_set_error(c, "etcd '%s': %s", endpoint, curl_easy_strerror(code));
+	} else {
+		etcd_set_error(c, "etcd '%s': watch stream closed", endpoint);
+	}
+	watch_schedule_reconnect(w);
+}
+
+/* Collects finished transfers of a multi handle. */
+static void multi_collect(CURLM *multi)
+{
+	CURLMsg *msg;
+	int left;
+	while ((msg = curl_multi_info_read(multi, &left))) {
+		if (msg->msg != CURLMSG_DONE)
+			continue;
+		struct etcd_watch *w = NULL;
+		curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&w);
+		if (w)
+			watch_transfer_done(w, msg->data.result);
+	}
+}
+
+static void watch_free(struct etcd_watch *w)
+{
+	watch_disconnect(w);
+	sd_event_source_disable_unref(w->timer);
+	buf_release(&w->stream);
+	for (size_t i = 0; i < w->n_ranges; i++) {
+		free(w->ranges[i].key);
+		free(w->ranges[i].range_end);
+	}
+	free(w->ranges);
+	free(w);
+}
+
+static struct etcd_watch *watch_new(struct etcd_client *c, const struct etcd_watch_range *ranges,
+				    size_t n_ranges, etcd_watch_fn on_events, void *userdata)
+{
+	struct etcd_watch *w = calloc(1, sizeof(*w));
+	if (!w)
+		return NULL;
+	w->c = c;
+	w->endpoint = c->current;
+	w->on_events = on_events;
+	w->userdata = userdata;
+	w->ranges = calloc(n_ranges ? n_ranges : 1, sizeof(*w->ranges));
+	if (!w->ranges) {
+		free(w);
+		return NULL;
+	}
+	for (size_t i = 0; i < n_ranges; i++, w->n_ranges++) {
+		struct watch_range *wr = &w->ranges[i];
+		wr->key_len = strlen(ranges[i].key);
+		wr->key = strdup(ranges[i].key);
+		if (!wr->key)
+			goto fail;
+		if (ranges[i].prefix) {
+			wr->range_end = malloc(wr->key_len + 1);
+			if (!wr->range_end) {
+				free(wr->key);
+				goto fail;
+			}
+			wr->range_end_len = etcd_prefix_end(wr->key, wr->key_len, wr->range_end);
+		}
+		wr->last_rev = ranges[i].start_revision > 0 ? ranges[i].start_revision - 1 : 0;
+		wr->watch_id = -1;
+	}
+	return w;
+fail:
+	watch_free(w);
+	return NULL;
+}
+
+/* --- blocking mode ----------------------------------------------------------- */
+
+int etcd_watch(struct etcd_client *c, const char *key, bool prefix, int64_t start_revision,
+	       uint64_t deadline_ms, etcd_watch_fn fn, void *userdata,
+	       int64_t *ret_compact_revision)
+{
+	struct etcd_watch_range range = { key, prefix, start_revision };
+	return etcd_watch_ranges(c, &range, 1, deadline_ms, fn, userdata, ret_compact_revision);
+}
+
+int etcd_watch_ranges(struct etcd_client *c, const struct etcd_watch_range *ranges,
+		      size_t n_ranges, uint64_t deadline_ms, etcd_watch_fn fn, void *userdata,
+		      int64_t *ret_compact_revision)
+{
+	CURLM *multi = curl_multi_init();
+	if (!multi)
+		return -ENOMEM;
+	struct etcd_watch *w = watch_new(c, ranges, n_ranges, fn, userdata);
+	if (!w) {
+		curl_multi_cleanup(multi);
+		return -ENOMEM;
+	}
+	w->multi = multi;
+	w->blocking = true;
+
+	int r = watch_connect(w);
+	while (r == 0 && !w->finished) {
+		uint64_t now = etcd_now_ms();
+		if (deadline_ms && now >= deadline_ms) {
+			r = -ETIMEDOUT;
+			break;
+		}
+		if (!w->easy && w->reconnect_at && now >= w->reconnect_at) {
+			r = watch_connect(w);
+			continue;
+		}
+		/* etcd 3.4.23's gateway sometimes creates only the first few
+		 * watches of a stream and never the rest (one stream in ten or
+		 * so with six ranges, plain curl too; probably the rest of the
+		 * body is dropped once the answer is flushed): a stream whose
+		 * watches are not all created in time is opened again, and each
+		 * range resumes from its last revision. */
+		if (w->easy && w->n_created > 0 && w->n_created < w->n_ranges &&
+		    now >= w->connect_ms + CREATE_WAIT_MS) {
+			watch_schedule_reconnect(w);
+			continue;
+		}
+		int running;
+		curl_multi_perform(multi, &running);
+		watch_process(w);
+		if (w->finished)
+			break;
+		multi_collect(multi);
+		if (w->finished)
+			break;
+
+		/* Sleep until data, the deadline or the next reconnect. */
+		uint64_t wake = deadline_ms ? deadline_ms : now + 1000;
+		if (w->easy && w->n_created > 0 && w->n_created < w->n_ranges &&
+		    w->connect_ms + CREATE_WAIT_MS < wake)
+			wake = w->connect_ms + CREATE_WAIT_MS;
+		if (!w->easy && w->reconnect_at && w->reconnect_at < wake)
+			wake = w->reconnect_at;
+		long timeout = wake > now ? (long)(wake - now) : 0;
+		if (timeout > 1000)
+			timeout = 1000;
+		curl_multi_poll(multi, NULL, 0, (int)timeout, NULL);
+	}
+	if (r == 0)
+		r = w->result;
+	if (r == -ESTALE && ret_compact_revision)
+		*ret_compact_revision = w->compact;
+	watch_free(w);
+	curl_multi_cleanup(multi);
+	return r;
+}
+
+/* --- event-loop mode --------------------------------------------------------- */
+
+/* Some watches of the stream are created, not all (yet). */
+static bool watch_partly_created(const struct etcd_watch *w)
+{
+	return w->easy && w->n_created > 0 && w->n_created < w->n_ranges;
+}
+
+static int on_watch_timer(sd_event_source *s, uint64_t usec, void *userdata)
+{
+	struct etcd_watch *w = userdata;
+	uint64_t now = etcd_now_ms();
+	if (w->finished)
+		return 0;
+	if (!w->easy && w->reconnect_at) {
+		if (now >= w->reconnect_at && watch_connect(w) < 0)
+			watch_schedule_reconnect(w);
+	} else if (watch_partly_created(w) && now >= w->connect_ms + CREATE_WAIT_LOOP_MS) {
+		/* The gateway dropped the rest of the body (etcd_watch_ranges()):
+		 * every range resumes from its last revision on a new stream. */
+		etcd_set_error(w->c, "etcd '%s': %zu of %zu watches created, reopening the stream",
+			       w->c->endpoints[w->endpoint], w->n_created, w->n_ranges);
+		w->got_frame = true;
+		watch_schedule_reconnect(w);
+		return 0;
+	} else if (w->easy && w->idle_ms && now - w->last_data_ms >= w->idle_ms) {
+		etcd_set_error(w->c, "etcd '%s': watch silent for %" PRIu64 " s, reopening",
+			       w->c->endpoints[w->endpoint], w->idle_ms / 1000);
+		w->got_frame = true;	/* it was alive once: reconnect at once */
+		watch_schedule_reconnect(w);
+		return 0;
+	}
+	watch_arm_timer(w);
+	return 0;
+}
+
+static int watch_arm_timer(struct etcd_watch *w)
+{
+	uint64_t at_ms;
+	int r;
+	if (!w->easy && w->reconnect_at)
+		at_ms = w->reconnect_at;
+	else if (watch_partly_created(w))
+		at_ms = w->connect_ms + CREATE_WAIT_LOOP_MS;
+	else if (w->easy && w->idle_ms)
+		at_ms = w->last_data_ms + w->idle_ms;
+	else
+		return w->timer ? sd_event_source_set_enabled(w->timer, SD_EVENT_OFF) : 0;
+	uint64_t usec = at_ms * 1000;
+	if (!w->timer)
+		r = sd_event_add_time(w->c->event, &w->timer, CLOCK_MONOTONIC, usec, 10000,
+				      on_watch_timer, w);
+	else
+		r = sd_event_source_set_time(w->timer, usec);
+	if (r < 0)
+		return r;
+	return sd_event_source_set_enabled(w->timer, SD_EVENT_ONESHOT);
+}
+
+static void watch_unlink(struct etcd_watch *w)
+{
+	for (struct etcd_watch **p = &w->c->watches; *p; p = &(*p)->next) {
+		if (*p == w) {
+			*p = w->next;
+			return;
+		}
+	}
+}
+
+static bool watch_has_frame(const struct etcd_watch *w)
+{
+	return !w->finished && w->easy && w->stream.len > 0 &&
+	       memchr(w->stream.data, '\n', w->stream.len);
+}
+
+/*
+ * After curl ran: finished transfers, then complete frames, for every watch.  A
+ * callback may start or stop any watch, so the walk starts over whenever one
+ * was delivered to (the watches already walked have nothing left, so this is
+ * cheap); watches stopped from inside their own callbacks are freed here.
+ */
+static void client_dispatch(struct etcd_client *c)
+{
+	multi_collect(c->multi);
+	for (;;) {
+		struct etcd_watch *w = c->watches;
+		while (w && !watch_has_frame(w) && !w->stop_requested)
+			w = w->next;
+		if (!w)
+			break;
+		if (!w->stop_requested) {
+			watch_process(w);
+			if (!w->stop_requested && w->easy)
+				watch_arm_timer(w);
+		}
+		if (w->stop_requested) {
+			watch_unlink(w);
+			watch_free(w);
+		}
+	}
+}
+
+static int on_curl_io(sd_event_source *s, int fd, uint32_t revents, void *userdata)
+{
+	struct etcd_client *c = userdata;
+	int flags = 0, running;
+	if (revents & EPOLLIN)
+		flags |= CURL_CSELECT_IN;
+	if (revents & EPOLLOUT)
+		flags |= CURL_CSELECT_OUT;
+	if (revents & (EPOLLERR | EPOLLHUP))
+		flags |= CURL_CSELECT_ERR;
+	curl_multi_socket_action(c->multi, fd, flags, &running);
+	client_dispatch(c);
+	return 0;
+}
+
+static int on_curl_socket(CURL *easy, curl_socket_t fd, int what, void *userp, void *socketp)
+{
+	struct etcd_client *c = userp;
+	sd_event_source *s = socketp;
+	if (what == CURL_POLL_REMOVE) {
+		sd_event_source_disable_unref(s);
+		curl_multi_assign(c->multi, fd, NULL);
+		return 0;
+	}
+	uint32_t events = 0;
+	if (what & CURL_POLL_IN)
+		events |= EPOLLIN;
+	if (what & CURL_POLL_OUT)
+		events |= EPOLLOUT;
+	if (s)
+		return sd_event_source_set_io_events(s, events) < 0 ? -1 : 0;
+	if (sd_event_add_io(c->event, &s, fd, events, on_curl_io, c) < 0)
+		return -1;
+	/* Streams are read before anything of normal priority runs (the
+	 * node's evaluation among it): frames that have arrived are applied
+	 * first, so that a decision sees every one of them. */
+	(void)sd_event_source_set_priority(s, SD_EVENT_PRIORITY_IMPORTANT);
+	curl_multi_assign(c->multi, fd, s);
+	return 0;
+}
+
+static int on_multi_timer(sd_event_source *s, uint64_t usec, void *userdata)
+{
+	struct etcd_client *c = userdata;
+	int running;
+	curl_multi_socket_action(c->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+	client_dispatch(c);
+	return 0;
+}
+
+static int on_curl_timer(CURLM *multi, long timeout_ms, void *userp)
+{
+	struct etcd_client *c = userp;
+	if (timeout_ms < 0)
+		return sd_event_source_set_enabled(c->multi_timer, SD_EVENT_OFF) < 0 ? -1 : 0;
+	uint64_t now;
+	sd_event_now(c->event, CLOCK_MONOTONIC, &now);
+	if (sd_event_source_set_time(c->multi_timer, now + (uint64_t)timeout_ms * 1000) < 0 ||
+	    sd_event_source_set_enabled(c->multi_timer, SD_EVENT_ONESHOT) < 0)
+		return -1;
+	return 0;
+}
+
+int etcd_client_attach_event(struct etcd_client *c, sd_event *event)
+{
+	if (c->event)
+		return -EBUSY;
+	c->multi = curl_multi_init();
+	if (!c->multi)
+		return -ENOMEM;
+	int r = sd_event_add_time(event, &c->multi_timer, CLOCK_MONOTONIC, UINT64_MAX, 1000,
+				  on_multi_timer, c);
+	if (r < 0)
+		return r;
+	sd_event_source_set_enabled(c->multi_timer, SD_EVENT_OFF);
+	c->event = sd_event_ref(event);
+	curl_multi_setopt(c->multi, CURLMOPT_SOCKETFUNCTION, on_curl_socket);
+	curl_multi_setopt(c->multi, CURLMOPT_SOCKETDATA, c);
+	curl_multi_setopt(c->multi, CURLMOPT_TIMERFUNCTION, on_curl_timer);
+	curl_multi_setopt(c->multi, CURLMOPT_TIMERDATA, c);
+	return 0;
+}
+
+int etcd_watch_start_ranges(struct etcd_client *c, const struct etcd_watch_range *ranges,
+			    size_t n_ranges, uint64_t idle_ms, etcd_watch_fn on_events,
+			    etcd_watch_error_fn on_error, void *userdata, struct etcd_watch **ret)
+{
+	if (!c->event || n_ranges == 0)
+		return -EINVAL;
+	struct etcd_watch *w = watch_new(c, ranges, n_ranges, on_events, userdata);
+	if (!w)
+		return -ENOMEM;
+	w->multi = c->multi;
+	w->on_error = on_error;
+	w->idle_ms = idle_ms;
+	w->next = c->watches;
+	c->watches = w;
+	if (watch_connect(w) < 0)
+		watch_schedule_reconnect(w);	/* try again from the loop */
+	else
+		watch_arm_timer(w);
+	if (ret)
+		*ret = w;
+	return 0;
+}
+
+struct etcd_watch *etcd_watch_stop(struct etcd_watch *w)
+{
+	if (!w)
+		return NULL;
+	if (w->dispatching) {
+		/* Inside this watch's own callback: free once it returns. */
+		w->stop_requested = true;
+		watch_disconnect(w);
+		w->finished = true;
+		return NULL;
+	}
+	watch_unlink(w);
+	watch_free(w);
+	return NULL;
+}
+
+
+int64_t etcd_watch_range_revision(const struct etcd_watch *w, size_t i)
+{
+	return i < w->n_ranges ? w->ranges[i].last_rev : 0;
+}

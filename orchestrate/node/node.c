@@ -1,0 +1,794 @@
+/*
+ * node.c — the node of node.h: its state machine and life cycle.  The other
+ * concerns live beside it (node_internal.h lists them): the lease, the fleet
+ * model and its one stream, the catalog side, dependencies and slots, and the
+ * run.
+ *
+ * How the pieces meet.  Every wait is an event source: the lease keepalive,
+ * the resync retry, the catalog debounce, splay and backoff are timers; hooks
+ * are child, pipe and timer sources (hook.c); the watch stream is a curl
+ * transfer driven by the etcd client.  Nothing polls etcd.  Unary etcd
+ * requests are blocking calls, each bounded by the request timeout: the loop
+ * stalls for at most that long, which keeps every decision a straight line of
+ * code.
+ *
+ * Decisions happen in one place, node_evaluate(), run from a deferred event
+ * source: stream callbacks only apply events to the fleet model and schedule
+ * an evaluation, so that a burst of events gives one decision, made from
+ * memory at the revision of the newest event.  node_evaluate() looks at the
+ * desired version, the local version, the last validation, pauses,
+ * dependencies and the rollout slot, and moves the state machine with
+ * node_set_state(), which also logs the change and tells systemd (STATUS=).
+ * A run in progress is never interrupted by a change of the desired version:
+ * it finishes, and the next evaluation starts a run for the new version.
+ *
+ * Decisions on whole revisions.  etcd sends all the events of one revision of
+ * one watched range in one response; the node applies a response whole and
+ * decides only after it (the stream's sockets are read at a higher priority
+ * than the evaluation, so every frame that has arrived is applied before a
+ * decision).  A txn that touches two ranges, though, reaches the node as one
+ * response per range, and a decision may fall between them.  So the write
+ * that starts a run is guarded in etcd as well (fleet_model_guard_start): it
+ * holds only if no failure record, halt, canary record, policy or pause was
+ * written, and current_version did not move, after the revision of the
+ * model's view; otherwise nothing is written and the node decides again once
+ * its stream has brought the change.  Whoever would start a run checks the
+ * failure budget in the same model first (fleet_model_decide), so a spent
+ * budget starts no one, whatever the timing between two hosts' views.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/random.h>
+#include <systemd/sd-daemon.h>
+
+#include "base/buf.h"
+#include "base/cleanup.h"
+#include "base/clock.h"
+#include "config/config.h"
+#include "output/hiera.h"
+#include "base/log.h"
+#include "node_internal.h"
+#include "fleet/schema.h"
+
+/* How long SIGTERM waits for running hooks before killing them. */
+#define STOP_GRACE_USEC (HOOK_KILL_GRACE_USEC + 5 * USEC_PER_SEC)
+
+static const char *const node_state_names[_NODE_STATE_MAX] = {
+	[NODE_STARTING] = "starting",
+	[NODE_IDLE] = "idle",
+	[NODE_PAUSED] = "paused",
+	[NODE_WAIT_DEPENDENCIES] = "wait-dependencies",
+	[NODE_WAIT_GROUP] = "wait-group",
+	[NODE_WAIT_SLOT] = "wait-slot",
+	[NODE_WAIT_CANARY] = "wait-canary",
+	[NODE_HALTED] = "halted",
+	[NODE_SPLAY] = "splay",
+	[NODE_RUN_UPGRADE] = "run-upgrade",
+	[NODE_RUN_CONFIG] = "run-config",
+	[NODE_RUN_VALIDATE] = "run-validate",
+	[NODE_BAKE] = "bake",
+	[NODE_BACKOFF] = "backoff",
+	[NODE_STOPPING] = "stopping",
+};
+
+const char *node_state_name(enum node_state s)
+{
+	if ((unsigned)s >= _NODE_STATE_MAX)
+		return "invalid";
+	return node_state_names[s];
+}
+
+/* --- small helpers --------------------------------------------------------------- */
+
+static uint64_t random_u64(void)
+{
+	uint64_t v;
+	if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != sizeof(v))
+		v = ((uint64_t)rand() << 32) ^ (uint64_t)rand() ^ (uint64_t)time(NULL);
+	return v;
+}
+
+/* A uniformly random delay in [lo, hi] microseconds. */
+uint64_t node_random_between(uint64_t lo, uint64_t hi)
+{
+	if (hi <= lo)
+		return lo;
+	return lo + random_u64() % (hi - lo + 1);
+}
+
+uint64_t sec_to_usec(double s)
+{
+	return s <= 0 ? 0 : (uint64_t)(s * (double)USEC_PER_SEC);
+}
+
+void set_str(char **p, const char *s)
+{
+	char *copy = s ? strdup(s) : NULL;
+	free(*p);
+	*p = copy;
+}
+
+bool str_eq(const char *a, const char *b)
+{
+	if (!a || !b)
+		return a == b;
+	return strcmp(a, b) == 0;
+}
+
+const char *node_etcd_error(struct node *n)
+{
+	static char line[512];
+	const char *key = etcd_denied_key(n->etcd);
+	const char *user = etcd_client_user(n->etcd);
+
+	if (!key)
+		return etcd_last_error(n->etcd);
+	if (user)
+		snprintf(line, sizeof(line), "etcd: permission denied writing %s as user '%s'",
+			 key_class(n->fleet.prefix, key), user);
+	else
+		snprintf(line, sizeof(line),
+			 "etcd: permission denied writing %s as the client certificate's user",
+			 key_class(n->fleet.prefix, key));
+	(void)sd_notifyf(false, "STATUS=%s (still running, will retry)", line);
+	return line;
+}
+
+const char *or_none(const char *s)
+{
+	return s ? s : "none";
+}
+
+/* (Re)arms *s as a one-shot monotonic timer delay_usec from now. */
+int node_timer_arm(struct node *n, sd_event_source **s, uint64_t delay_usec,
+		   sd_event_time_handler_t fn)
+{
+	*s = sd_event_source_disable_unref(*s);
+	return sd_event_add_time_relative(n->event, s, CLOCK_MONOTONIC, delay_usec, 0, fn, n);
+}
+
+void node_timer_cancel(sd_event_source **s)
+{
+	*s = sd_event_source_disable_unref(*s);
+}
+
+/* --- state -------------------------------------------------------------------------- */
+
+/*
+ * The one function that moves the state machine.  status is the human line for
+ * STATUS= and the journal ("running config for v8"); a change of either is
+ * logged once, so the journal tells the node's story without repeating it.
+ */
+void node_set_state(struct node *n, enum node_state state, const char *fmt, ...)
+{
+	_cleanup_(buf_releasep) struct buf b = BUF_INIT;
+	va_list ap;
+
+	va_start(ap, fmt);
+	(void)buf_vprintf(&b, fmt, ap);
+	va_end(ap);
+	if (state == n->state && str_eq(buf_str(&b), n->status))
+		return;
+	if (state != n->state)
+		log_fields(LOG_INFO, n->run_version ? n->run_version : n->model.desired, NULL,
+			   "state %s -> %s: %s", node_state_name(n->state), node_state_name(state),
+			   buf_str(&b));
+	else
+		log_debug("state %s: %s", node_state_name(state), buf_str(&b));
+	n->state = state;
+	set_str(&n->status, buf_str(&b));
+	(void)sd_notifyf(false, "STATUS=%s", buf_str(&b));
+	node_write_metrics(n);
+}
+
+enum node_state node_get_state(const struct node *n) { return n->state; }
+int node_exit_code(const struct node *n) { return n->exit_code; }
+
+/* --- metrics ------------------------------------------------------------------------ */
+
+static const char *const hook_metric_names[_HOOK_M_MAX] = {
+	"upgrade", "config", "validate", "services",
+};
+
+static size_t hook_metric_index(const char *name)
+{
+	for (size_t i = 0; i < _HOOK_M_MAX; i++)
+		if (strcmp(hook_metric_names[i], name) == 0)
+			return i;
+	return HOOK_M_SERVICES;
+}
+
+static double wall_now(void)
+{
+	return (double)clock_usec(CLOCK_REALTIME) / (double)USEC_PER_SEC;
+}
+
+static uint64_t mono_now(struct node *n)
+{
+	uint64_t usec = 0;
+	(void)sd_event_now(n->event, CLOCK_MONOTONIC, &usec);
+	return usec;
+}
+
+/*
+ * Rewrites paths.metrics_file (when set): called on every change of state or
+ * status line and at every hook's end — the moments its contents change — so
+ * no timer is needed.  file_write_atomic() leaves an unchanged file alone.
+ */
+void node_write_metrics(struct node *n)
+{
+	const char *path = n->opt.config->metrics_file;
+	_cleanup_(buf_releasep) struct buf out = BUF_INIT;
+	bool changed;
+	int r;
+
+	if (!path || !*path)
+		return;
+	struct metrics m = {
+		.desired_version = n->model.desired_known ? n->model.desired : NULL,
+		.local_version = n->local,
+		.hooks = n->hook_metrics,
+		.n_hooks = _HOOK_M_MAX,
+		.catalog_entries = n->model.catalog.n,
+		.etcd_reconnects = etcd_client_reconnects(n->etcd),
+		.lease_regrants = n->lease_regrants,
+		.states = node_state_names,
+		.n_states = _NODE_STATE_MAX,
+		.state = (size_t)n->state,
+	};
+	r = metrics_render(&m, &out);
+	if (r >= 0)
+		r = file_write_atomic(path, out.data, out.len, 0644, &changed);
+	if (r < 0)
+		log_warnx("cannot write metrics file '%s': %s", path, strerror(-r));
+}
+
+void node_hook_started(struct node *n, const char *name)
+{
+	n->hook_started[hook_metric_index(name)] = mono_now(n);
+}
+
+/* Records a hook's end for the metrics (and writes them). */
+void node_hook_ended(struct node *n, const char *name, const struct hook_result *res)
+{
+	size_t i = hook_metric_index(name);
+	struct metrics_hook *h = &n->hook_metrics[i];
+	uint64_t now = mono_now(n);
+
+	h->ran = true;
+	h->exit_code = res->signal || res->timed_out ? -1 : res->exit_code;
+	h->duration = n->hook_started[i] && now >= n->hook_started[i]
+			      ? (double)(now - n->hook_started[i]) / (double)USEC_PER_SEC : 0;
+	h->time = wall_now();
+	n->hook_started[i] = 0;
+	node_write_metrics(n);
+}
+
+/* --- the decision ------------------------------------------------------------------- */
+
+static bool node_need_run(const struct node *n)
+{
+	if (!n->model.desired_known || !n->model.desired)
+		return false;
+	return !str_eq(n->local, n->model.desired) || n->validation_failed || n->rerun;
+}
+
+static void node_idle(struct node *n)
+{
+	node_timer_cancel(&n->run_timer);
+	node_timer_cancel(&n->progress_timer);
+	n->failures = 0;
+	n->splay_done = false;
+	node_release_slot(n);
+	node_retry_owed(n);
+	if (!n->model.desired_known)
+		node_set_state(n, NODE_IDLE, "idle at %s, desired version unknown", or_none(n->local));
+	else if (!n->model.desired)
+		node_set_state(n, NODE_IDLE, "idle at %s, no desired version", or_none(n->local));
+	else
+		node_set_state(n, NODE_IDLE, "idle at %s", or_none(n->local));
+}
+
+static void node_update_pause(struct node *n)
+{
+	_cleanup_(freep) char *reason = NULL;
+	int r = fleet_model_paused(&n->model, &reason);
+
+	if (r < 0) {
+		/* Unknown is not "not paused": keep the last answer. */
+		log_warnx("cannot tell whether a pause applies: %s", strerror(-r));
+		return;
+	}
+	if ((r > 0) != n->paused || !str_eq(reason, n->pause_reason))
+		log_info(r > 0 ? "paused: %s" : "resumed%s", r > 0 ? reason : "");
+	n->paused = r > 0;
+	set_str(&n->pause_reason, reason);
+}
+
+/*
+ * Why the node waits, said twice: the state and its line (STATUS=, the
+ * journal; status_line may change often, e.g. queue counts), and, when the
+ * reason or its detail changed, puppet/pending with "wait" for `status`.  The
+ * detail must not change with every event (no counts that move with the
+ * queue), or each host would write on every other host's step.  A host that
+ * failed at this rollout keeps its failed status instead: a failure stays
+ * visible until a run succeeds.
+ */
+static void node_wait(struct node *n, enum node_state state, const char *wait,
+		      const char *detail, const char *status_line)
+{
+	_cleanup_(freep) char *key = NULL;
+
+	node_set_state(n, state, "%s", status_line ? status_line : detail);
+	if (node_failed_here(n) || asprintf(&key, "%s: %s", wait, detail) < 0 ||
+	    str_eq(key, n->pending_detail))
+		return;
+	_cleanup_(fleet_batch_freep) struct fleet_batch *b = NULL;
+	struct status_extra x = { .wait = wait };
+	if (fleet_batch_new(&n->fleet, &b) < 0 ||
+	    fleet_batch_status_extra(b, n->host, STATUS_PUPPET, STATE_PENDING, n->model.desired, -1,
+				     detail, &x) < 0 ||
+	    fleet_batch_commit(b, NULL) < 0) {
+		log_warnx("cannot set status puppet/pending: %s", node_etcd_error(n));
+		return;
+	}
+	set_str(&n->pending_detail, key);
+}
+
+/*
+ * The decision: called whenever something the node depends on may have
+ * changed.  A run in progress (or a splay or backoff timer) is left alone;
+ * otherwise the node goes to the first state whose condition holds.
+ */
+static bool node_evaluate_run(struct node *n)
+{
+	_cleanup_(freep) char *missing = NULL, *missing_short = NULL;
+	_cleanup_(freep) char *waiting_group = NULL;
+	_cleanup_(rollout_record_releasep) struct rollout_record halt = { 0 };
+	struct slot_wait wait = { 0 };
+	int r;
+
+	if (n->stopping || !n->synced || n->run_hook || n->state == NODE_BAKE)
+		return false;
+	node_update_pause(n);
+
+	if (!node_need_run(n)) {
+		node_idle(n);
+		if (n->once)
+			node_once_finish(n, n->model.desired_known ? 0 : 1);
+		return false;
+	}
+	if (fleet_model_halted(&n->model, &halt)) {
+		_cleanup_(freep) char *line = NULL;
+		node_timer_cancel(&n->progress_timer);
+		if (asprintf(&line, "rollout of %s halted: %s", n->model.desired,
+			     or_none(halt.reason)) < 0)
+			return false;
+		node_wait(n, NODE_HALTED, "halt", line, NULL);
+		if (n->once) {
+			log_warnx("--once: %s", line);
+			node_once_finish(n, 1);
+		}
+		return false;
+	}
+	if (n->run_timer)
+		return false;	/* splay or backoff still running */
+	if (n->paused) {
+		_cleanup_(freep) char *line = NULL;
+		if (asprintf(&line, "paused: %s", or_none(n->pause_reason)) < 0)
+			return false;
+		node_wait(n, NODE_PAUSED, "pause", line, NULL);
+		return false;
+	}
+
+	missing = node_missing_dependencies(n, &missing_short);
+	if (missing) {
+		_cleanup_(freep) char *line = NULL;
+		if (asprintf(&line, "waiting for %s", or_none(missing_short)) < 0)
+			return false;
+		node_wait(n, NODE_WAIT_DEPENDENCIES, "dependency", missing, line);
+		return false;
+	}
+
+	r = node_take_slot(n, &wait);
+	waiting_group = wait.group;
+	if (r < 0) {
+		log_warnx("cannot take a rollout slot: %s", node_etcd_error(n));
+		node_set_state(n, NODE_WAIT_SLOT, "cannot take a rollout slot: %s",
+			       node_etcd_error(n));
+		node_schedule_resync(n, USEC_PER_SEC);
+		return false;
+	}
+	if (wait.halting)
+		return false;	/* the halt reaches the model next */
+	node_watch_progress(n, &wait);
+	if (r == 0) {
+		_cleanup_(freep) char *detail = NULL, *line = NULL;
+		enum node_state st;
+		const char *why;
+		int k;
+		if (waiting_group) {
+			st = NODE_WAIT_GROUP, why = "group";
+			k = asprintf(&detail, "waiting for group %s", waiting_group);
+			if (k >= 0)
+				k = asprintf(&line, "%s (%zu host%s behind)", detail, wait.behind,
+					     wait.behind == 1 ? "" : "s");
+		} else if (wait.canary) {
+			st = NODE_WAIT_CANARY, why = "canary";
+			k = asprintf(&detail, "waiting for promote: the canaries of %s run first",
+				     n->model.desired);
+			if (k >= 0)
+				k = asprintf(&line, "waiting for promote of %s (%zu of %ld canaries validated)",
+					     n->model.desired, wait.canaries_done,
+					     n->model.policy.canary);
+		} else {
+			st = NODE_WAIT_SLOT, why = "slot";
+			k = (detail = node_slot_detail(n)) ? 0 : -1;
+			if (k >= 0)
+				k = asprintf(&line, "%s (%zu holders, max %ld)", detail, wait.holders,
+					     wait.limit);
+		}
+		if (k >= 0)
+			node_wait(n, st, why, detail, line);
+		return false;
+	}
+
+	if (n->opt.config->splay > 0 && !n->splay_done) {
+		_cleanup_(freep) char *line = NULL, *detail = NULL;
+		uint64_t delay = node_random_between(0, sec_to_usec((double)n->opt.config->splay));
+		if (asprintf(&detail, "splay before the run for %s", n->model.desired) < 0 ||
+		    asprintf(&line, "splay %.1f s before config for %s",
+			     (double)delay / (double)USEC_PER_SEC, n->model.desired) < 0)
+			return false;
+		node_wait(n, NODE_SPLAY, "splay", detail, line);
+		if (node_timer_arm(n, &n->run_timer, delay, node_on_run_timer) < 0)
+			n->splay_done = true;
+		else
+			return false;
+	}
+	/* Two Puppet runs at once would fight over Puppet's lock: a running
+	 * services hook ends first (its end evaluates again). */
+	if (n->services_hook)
+		return false;
+	return node_start_run(n);
+}
+
+static void node_evaluate(struct node *n)
+{
+	/* A halt this node just wrote reaches its model later (events of
+	 * earlier revisions, such as the dead host's other keys, may come
+	 * first): until then, no run starts. */
+	if (n->synced && !n->stopping &&
+	    (node_check_released(n) || node_check_budget(n) || node_halt_pending(n))) {
+		node_try_services(n);
+		return;
+	}
+	if (!node_evaluate_run(n))
+		node_try_services(n);
+}
+
+static int node_on_evaluate(sd_event_source *s, void *userdata)
+{
+	node_evaluate(userdata);
+	return 0;
+}
+
+void node_schedule_evaluate(struct node *n)
+{
+	if (n->evaluate)
+		(void)sd_event_source_set_enabled(n->evaluate, SD_EVENT_ONESHOT);
+}
+
+/* --- once --------------------------------------------------------------------------- */
+
+void node_once_finish(struct node *n, int code)
+{
+	if (!n->once || n->stopping)
+		return;
+	if (code == 0 && (n->services_hook || n->services_gen < n->hiera_gen))
+		return;		/* the services hook finishes first */
+	n->exit_code = code;
+	n->stopping = true;
+	node_stop_watches(n);
+	log_info("--once: %s", code == 0 ? "at the desired version" : "not at the desired version");
+	(void)sd_event_exit(n->event, code);
+}
+
+static int node_on_once_deadline(sd_event_source *s, uint64_t usec, void *userdata)
+{
+	struct node *n = userdata;
+	log_warnx("--once: gave up after %ld s in state %s (%s)", n->opt.config->hook_timeout,
+		  node_state_name(n->state), or_none(n->status));
+	if (n->run_hook || n->services_hook) {
+		node_stop(n);
+		n->exit_code = 1;
+		return 0;
+	}
+	node_once_finish(n, 1);
+	return 0;
+}
+
+/* --- stop ------------------------------------------------------------------------------ */
+
+static int node_on_stop_timer(sd_event_source *s, uint64_t usec, void *userdata)
+{
+	struct node *n = userdata;
+	log_warnx("hooks still running after the stop grace period, killing them");
+	n->run_hook = hook_free(n->run_hook);
+	n->services_hook = hook_free(n->services_hook);
+	node_finish_stop(n);
+	return 0;
+}
+
+/* Runs when no hook is left: records an interrupted run, revokes the lease. */
+void node_finish_stop(struct node *n)
+{
+	if (n->run_hook || n->services_hook)
+		return;
+	node_timer_cancel(&n->stop_timer);
+	if (n->synced && n->run_version &&
+	    (n->state == NODE_RUN_CONFIG || n->state == NODE_RUN_UPGRADE ||
+	     n->state == NODE_RUN_VALIDATE || n->state == NODE_BAKE))
+		node_status(n, STATUS_PUPPET, STATE_FAILED, n->run_version, -1, "interrupted");
+	node_stop_watches(n);
+	if (n->registered && !n->once) {
+		/* alive/ and the services disappear now rather than at expiry. */
+		if (etcd_lease_revoke(n->etcd, n->lease) < 0)
+			log_warnx("cannot revoke lease: %s", node_etcd_error(n));
+	}
+	n->state = NODE_STOPPING;
+	log_info("stopped");
+	(void)sd_event_exit(n->event, n->exit_code);
+}
+
+void node_stop(struct node *n)
+{
+	if (n->stop_requested) {
+		/* A second SIGTERM: do not wait any longer. */
+		n->run_hook = hook_free(n->run_hook);
+		n->services_hook = hook_free(n->services_hook);
+		node_finish_stop(n);
+		return;
+	}
+	(void)sd_notify(false, "STOPPING=1");
+	n->stop_requested = true;
+	n->stopping = true;
+	if (n->once)
+		n->exit_code = 1;
+	node_timer_cancel(&n->run_timer);
+	node_timer_cancel(&n->resync);
+	node_timer_cancel(&n->debounce);
+	node_timer_cancel(&n->keepalive);
+	node_timer_cancel(&n->once_deadline);
+	node_timer_cancel(&n->progress_timer);
+	node_timer_cancel(&n->deadline_timer);
+	if (!n->run_hook && !n->services_hook) {
+		node_finish_stop(n);
+		return;
+	}
+	log_info("stopping: waiting for running hooks");
+	hook_kill(n->run_hook, SIGTERM);
+	hook_kill(n->services_hook, SIGTERM);
+	(void)node_timer_arm(n, &n->stop_timer, STOP_GRACE_USEC, node_on_stop_timer);
+	(void)sd_notifyf(false, "STATUS=stopping: waiting for hooks");
+}
+
+/* --- reload ------------------------------------------------------------------------------ */
+
+static bool strv_same(char **a, char **b)
+{
+	size_t i;
+	if (!a || !b)
+		return a == b;
+	for (i = 0; a[i] && b[i]; i++)
+		if (strcmp(a[i], b[i]) != 0)
+			return false;
+	return !a[i] && !b[i];
+}
+
+static bool strv_same(char **a, char **b);
+
+/* Whether the etcd connection settings differ: endpoints, TLS files, user,
+ * password, timeout. */
+static bool etcd_options_differ(const struct etcd_options *a, const struct etcd_options *b)
+{
+	return !strv_same(a->endpoints, b->endpoints) || !str_eq(a->cacert, b->cacert) ||
+	       !str_eq(a->cert, b->cert) || !str_eq(a->key, b->key) || !str_eq(a->user, b->user) ||
+	       !str_eq(a->password, b->password) || a->timeout_ms != b->timeout_ms;
+}
+
+/*
+ * A new etcd client for new connection settings: the stream and the stage
+ * watch belong to the old one and go with it; the lease lives in etcd and is
+ * kept alive by the new client; a resync reads everything again and opens
+ * the stream on the new client.
+ */
+static int node_reconnect(struct node *n, struct etcd_options *fresh)
+{
+	struct etcd_client *c = NULL;
+	struct etcd_options t;
+	int r;
+
+	if ((r = etcd_client_new(fresh, &c)) < 0)
+		return r;
+	if ((r = etcd_client_attach_event(c, n->event)) < 0) {
+		etcd_client_free(c);
+		return r;
+	}
+	node_stop_watches(n);
+	etcd_client_free(n->etcd);
+	n->etcd = c;
+	n->fleet.etcd = c;
+	/* the options' strings are owned by the resolved options: swap them so
+	 * the old ones are released with the fresh struct */
+	t = n->opt.etcd;
+	n->opt.etcd = *fresh;
+	*fresh = t;
+	return 0;
+}
+
+/* Whether what the node watches changes with the new config. */
+static bool node_watch_set_changed(const struct config *a, const struct config *b)
+{
+	if (!str_eq(a->group, b->group) || !strv_same(a->consumes, b->consumes) ||
+	    a->n_depends != b->n_depends)
+		return true;
+	for (size_t i = 0; i < a->n_depends; i++)
+		if (strcmp(a->depends[i].service, b->depends[i].service) != 0)
+			return true;
+	return false;
+}
+
+int node_reload(struct node *n)
+{
+	_cleanup_(options_resolved_releasep) struct options_resolved fresh = { 0 };
+	_cleanup_(freep) char *error = NULL;
+	struct config *old;
+	bool regroup, rewatch = false;
+	int r;
+
+	(void)sd_notify(false, "RELOADING=1");
+	r = options_resolve(n->global, &fresh, &error);
+	if (r < 0) {
+		log_warnx("reload: %s, keeping the running configuration", error ? error : strerror(-r));
+		(void)sd_notify(false, "READY=1");
+		return r;
+	}
+	if (!str_eq(fresh.hostname, n->opt.hostname) || !str_eq(fresh.prefix, n->opt.prefix))
+		log_warnx("reload: a new hostname or prefix needs a restart, ignoring them");
+	if (etcd_options_differ(&fresh.etcd, &n->opt.etcd)) {
+		r = node_reconnect(n, &fresh.etcd);
+		if (r < 0) {
+			log_warnx("reload: cannot use the new etcd settings: %s, keeping the running configuration",
+				  strerror(-r));
+			(void)sd_notify(false, "READY=1");
+			return r;
+		}
+		log_info("reload: new etcd settings (endpoints, TLS, user or timeout): reconnecting");
+		rewatch = true;
+	}
+	old = n->opt.config;
+	regroup = !str_eq(old->group, fresh.config->group);
+	rewatch = rewatch || node_watch_set_changed(old, fresh.config);
+	n->opt.config = TAKE_PTR(fresh.config);
+	config_free(old);
+	if (!str_eq(fresh.local_version_file, n->opt.local_version_file)) {
+		char *t = n->opt.local_version_file;
+		n->opt.local_version_file = fresh.local_version_file;
+		fresh.local_version_file = t;
+		node_read_local(n);
+	}
+	log_info("configuration reloaded from '%s'", or_none(n->opt.config->path));
+	if (n->registered && regroup &&
+	    fleet_register(&n->fleet, n->host, n->opt.config->group, n->local, (long)getpid(),
+			   n->lease) < 0)
+		log_warnx("cannot register the new group: %s", node_etcd_error(n));
+	if (n->published)
+		(void)node_publish_services(n, n->services_healthy, false);
+	/* A new set of watched ranges: read it whole on a new stream. */
+	if (rewatch && n->synced) {
+		log_info("reload: the watched services or group changed, reading them again");
+		node_schedule_resync(n, 0);
+	}
+	set_str(&n->pending_detail, NULL);
+	node_schedule_evaluate(n);
+	(void)sd_notify(false, "READY=1");
+	return 0;
+}
+
+/* --- life cycle -------------------------------------------------------------------------- */
+
+int node_new(sd_event *event, struct options_resolved *opts,
+	     const struct global_options *global, bool once, struct node **ret)
+{
+	struct node *n = calloc(1, sizeof(*n));
+	int r;
+
+	if (!n)
+		return -ENOMEM;
+	n->event = sd_event_ref(event);
+	n->global = global;
+	n->once = once;
+	n->model.catalog = (struct catalog)CATALOG_INIT;
+	n->state = NODE_STARTING;
+	for (size_t i = 0; i < _HOOK_M_MAX; i++)
+		n->hook_metrics[i].name = hook_metric_names[i];
+	r = etcd_client_new(&opts->etcd, &n->etcd);
+	if (r < 0) {
+		node_free(n);
+		return r;
+	}
+	n->opt = *opts;
+	*opts = (struct options_resolved){ 0 };
+	n->host = n->opt.hostname;
+	n->fleet.etcd = n->etcd;
+	n->fleet.prefix = n->opt.prefix ? n->opt.prefix : "";
+	if ((r = etcd_client_attach_event(n->etcd, event)) < 0 ||
+	    (r = sd_event_add_defer(event, &n->evaluate, node_on_evaluate, n)) < 0 ||
+	    (r = sd_event_source_set_enabled(n->evaluate, SD_EVENT_OFF)) < 0) {
+		node_free(n);
+		return r;
+	}
+	*ret = n;
+	return 0;
+}
+
+int node_start(struct node *n)
+{
+	node_read_local(n);
+	log_fields(LOG_INFO, n->local, NULL, "starting as '%s', local version '%s'%s", n->host,
+		   or_none(n->local), n->once ? ", once" : "");
+	node_set_state(n, NODE_STARTING, "connecting to etcd");
+	if (n->once && n->opt.config->hook_timeout > 0) {
+		int r = node_timer_arm(n, &n->once_deadline,
+				       (uint64_t)n->opt.config->hook_timeout * USEC_PER_SEC,
+				       node_on_once_deadline);
+		if (r < 0)
+			return r;
+	}
+	node_schedule_resync(n, 0);
+	return n->resync ? 0 : -ENOMEM;
+}
+
+struct node *node_free(struct node *n)
+{
+	if (!n)
+		return NULL;
+	hook_free(n->run_hook);
+	hook_free(n->services_hook);
+	node_stop_watches(n);
+	sd_event_source_disable_unref(n->keepalive);
+	sd_event_source_disable_unref(n->resync);
+	sd_event_source_disable_unref(n->debounce);
+	sd_event_source_disable_unref(n->evaluate);
+	sd_event_source_disable_unref(n->run_timer);
+	sd_event_source_disable_unref(n->once_deadline);
+	sd_event_source_disable_unref(n->stop_timer);
+	sd_event_source_disable_unref(n->progress_timer);
+	sd_event_source_disable_unref(n->deadline_timer);
+	free(n->fail_version);
+	etcd_client_free(n->etcd);
+	fleet_model_release(&n->model);
+	options_resolved_release(&n->opt);
+	strv_free(n->published);
+	strv_free(n->published_values);
+	node_services_forget_pending(n);
+	free(n->status);
+	free(n->pause_reason);
+	free(n->run_version);
+	free(n->run_previous);
+	free(n->local);
+	free(n->pending_detail);
+	free(n->hiera_error);
+	free(n->running_published);
+	sd_event_unref(n->event);
+	free(n);
+	return NULL;
+}

@@ -1,0 +1,313 @@
+/*
+ * node_catalog.c — the eventually consistent configuration, and this node's
+ * own entries in the catalog.
+ *
+ * Consuming.  The catalog lives in the fleet model, changed in place by every
+ * watch event.  A change arms a debounce (quiet for timing.quiet, but no
+ * longer than timing.quiet_max after the first change of a burst); when it
+ * fires, the hiera file is rendered from memory — no read — and written only
+ * when its bytes changed, which runs the services hook (never while the config
+ * hook runs).
+ *
+ * Offering.  Each service entry's value (addresses, healthy, version) is kept
+ * as it was last written, and only a changed value is written again: a run
+ * that ends as the last one did changes nothing that consumers receive.  The
+ * writes go into the batch of the moment (the end of a run, a registration),
+ * so publishing costs no request of its own.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+#include <fcntl.h>
+#include <unistd.h>
+#include <sys/stat.h>
+
+#include "base/buf.h"
+#include "base/cleanup.h"
+#include "config/config.h"
+#include "output/hiera.h"
+#include "config/local.h"
+#include "base/strv.h"
+#include "base/log.h"
+#include "config/netif.h"
+#include "node_internal.h"
+#include "fleet/schema.h"
+
+/* --- the hiera file ------------------------------------------------------------------- */
+
+static int node_on_debounce(sd_event_source *s, uint64_t usec, void *userdata);
+
+/* Renders the model's catalog and writes the hiera file; a change bumps
+ * hiera_gen, which the services hook follows. */
+void node_write_hiera(struct node *n)
+{
+	_cleanup_(buf_releasep) struct buf out = BUF_INIT;
+	const char *path = n->opt.config->hiera_services;
+	bool changed = false;
+	int r;
+
+	if (!path || !*path)
+		return;
+	r = hiera_render(&n->model.catalog, &out);
+	if (r < 0) {
+		log_warnx("cannot render the catalog: %s", strerror(-r));
+		return;
+	}
+	r = file_write_atomic(path, out.data, out.len, 0644, &changed);
+	if (r < 0) {
+		_cleanup_(buf_releasep) struct buf why = BUF_INIT;
+		(void)buf_printf(&why, "cannot write hiera file '%s': %s", path, strerror(-r));
+		if (!str_eq(n->hiera_error, buf_str(&why)))
+			log_warnx("%s, keeping the old one", buf_str(&why));
+		set_str(&n->hiera_error, buf_str(&why));
+		/* A full or read-only disk heals without a catalog change:
+		 * write again a little later. */
+		if (!n->debounce && !n->stopping)
+			(void)node_timer_arm(n, &n->debounce,
+					     sec_to_usec(n->opt.config->quiet) + USEC_PER_SEC,
+					     node_on_debounce);
+		return;
+	}
+	if (n->hiera_error) {
+		log_info("hiera file '%s' written again", path);
+		set_str(&n->hiera_error, NULL);
+	}
+	if (changed) {
+		n->hiera_gen++;
+		log_info("hiera file '%s' updated (catalog revision %lld, %zu entries)", path,
+			 (long long)n->model.catalog.revision, n->model.catalog.n);
+	}
+}
+
+static int node_on_debounce(sd_event_source *s, uint64_t usec, void *userdata)
+{
+	struct node *n = userdata;
+
+	node_timer_cancel(&n->debounce);
+	n->debounce_first = 0;
+	node_write_hiera(n);
+	node_schedule_evaluate(n);
+	return 0;
+}
+
+/* The catalog changed: wait until it has been quiet for timing.quiet, but no
+ * longer than timing.quiet_max after the first change of the burst. */
+void node_catalog_changed(struct node *n)
+{
+	uint64_t now, at;
+
+	if (n->stopping || sd_event_now(n->event, CLOCK_MONOTONIC, &now) < 0)
+		return;
+	if (!n->debounce || n->debounce_first == 0)
+		n->debounce_first = now;
+	at = now + sec_to_usec(n->opt.config->quiet);
+	if (at > n->debounce_first + sec_to_usec(n->opt.config->quiet_max))
+		at = n->debounce_first + sec_to_usec(n->opt.config->quiet_max);
+	node_timer_cancel(&n->debounce);
+	if (sd_event_add_time(n->event, &n->debounce, CLOCK_MONOTONIC, at, 0, node_on_debounce,
+			      n) < 0) {
+		/* No timer: write now rather than never. */
+		n->debounce_first = 0;
+		node_write_hiera(n);
+	}
+}
+
+/* --- the services hook --------------------------------------------------------------- */
+
+/*
+ * STATE_DIR/services-pending exists while the services hook runs.  A daemon
+ * killed meanwhile finds it at its next start and runs the hook again: the
+ * hiera file it writes then holds the same bytes, which alone would never
+ * run the hook, and the interrupted run may have applied nothing.
+ */
+char *node_services_marker(struct node *n)
+{
+	const char *dir = n->opt.config->state_dir;
+	struct buf b = BUF_INIT;
+	if (!dir || !*dir || buf_printf(&b, "%s/services-pending", dir) < 0) {
+		buf_release(&b);
+		return NULL;
+	}
+	return buf_detach(&b);
+}
+
+static void node_services_mark(struct node *n, bool pending)
+{
+	_cleanup_(freep) char *path = node_services_marker(n);
+	int fd;
+
+	if (!path)
+		return;
+	if (!pending) {
+		(void)unlink(path);
+		return;
+	}
+	(void)mkdir(n->opt.config->state_dir, 0755);
+	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (fd < 0)
+		log_warnx("cannot create '%s': %s", path, strerror(errno));
+	else
+		close(fd);
+}
+
+static void node_on_services_hook(struct hook *h, const struct hook_result *res, void *userdata)
+{
+	struct node *n = userdata;
+	_cleanup_(freep) char *what = hook_result_describe(res);
+
+	_cleanup_(hook_freep) struct hook *done = TAKE_PTR(n->services_hook);
+
+	log_fields(res->exit_code == 0 ? LOG_INFO : LOG_WARNING, n->local, "services",
+		   "hook 'services' %s", or_none(what));
+	node_hook_ended(n, "services", res);
+	if (n->stopping) {
+		/* stopped midway: the marker stays, the next start runs it again */
+		node_finish_stop(n);
+		return;
+	}
+	node_services_mark(n, false);
+	/* A failed services run is not retried in a loop: the next catalog
+	 * change or config run will carry the same data. */
+	n->services_gen = n->services_running_gen;
+	/* A run may have waited for this hook; else more catalog changes may. */
+	node_schedule_evaluate(n);
+}
+
+/* Runs the services hook when the hiera file changed since it last ran, unless
+ * it runs already or the config (or upgrade) hook runs. */
+void node_try_services(struct node *n)
+{
+	_cleanup_(strv_freep) char **env = NULL;
+	const char *path = n->opt.config->hook_services;
+	int r;
+
+	if (n->stopping || n->services_hook || n->services_gen >= n->hiera_gen)
+		return;
+	if (n->run_hook && (n->state == NODE_RUN_CONFIG || n->state == NODE_RUN_UPGRADE))
+		return;
+	if (!path || !*path) {
+		n->services_gen = n->hiera_gen;
+		return;
+	}
+	n->services_running_gen = n->hiera_gen;
+	r = node_build_env(n, n->local, &env);
+	if (r >= 0) {
+		node_hook_started(n, "services");
+		node_services_mark(n, true);
+	}
+	if (r >= 0)
+		r = hook_spawn(n->event, "services", path, env, n->opt.config->hook_timeout, n->local,
+			       node_on_services_hook, n, &n->services_hook);
+	if (r < 0) {
+		node_services_mark(n, false);
+		log_fields(LOG_ERR, n->local, "services", "cannot run services hook '%s': %s",
+			   path, strerror(-r));
+		n->services_gen = n->hiera_gen;
+	}
+}
+
+/* --- this node's services -------------------------------------------------------------- */
+
+/* The services this node offers (local.h: node.services, the profile list,
+ * node.profile_dir), what was left out logged. */
+static int node_services(struct node *n, char ***ret)
+{
+	_cleanup_(strv_freep) char **skipped = NULL;
+	int r = local_services(n->opt.config, ret, &skipped);
+	for (size_t i = 0; r >= 0 && skipped && skipped[i]; i++)
+		log_warnx("%s, ignoring", skipped[i]);
+	return r;
+}
+
+static const char *published_value(struct node *n, const char *service)
+{
+	for (size_t i = 0; n->published && n->published[i]; i++)
+		if (strcmp(n->published[i], service) == 0)
+			return n->published_values[i];
+	return NULL;
+}
+
+void node_services_forget_pending(struct node *n)
+{
+	strv_free(n->staged);
+	strv_free(n->staged_values);
+	n->staged = n->staged_values = NULL;
+}
+
+int node_batch_services(struct node *n, struct fleet_batch *b, bool healthy, bool force)
+{
+	_cleanup_(strv_freep) char **services = NULL;
+	_cleanup_(strv_freep) char **values = NULL;
+	struct catalog_entry *addrs = NULL;
+	size_t n_addrs = 0, count = 0;
+	const char *version = n->local ? n->local : n->run_version;
+	int r;
+
+	node_services_forget_pending(n);
+	if ((r = node_services(n, &services)) < 0)
+		return r;
+	for (count = 0; services[count]; count++)
+		;
+	if (!(values = calloc(count + 1, sizeof(char *))))
+		return -ENOMEM;
+	r = local_addresses(n->opt.config, &addrs, &n_addrs);
+	if (r < 0) {
+		log_warnx("cannot list this node's addresses: %s", strerror(-r));
+		addrs = NULL;
+		n_addrs = 0;
+	}
+	r = 0;
+	for (size_t i = 0; i < count && r >= 0; i++) {
+		r = fleet_service_value(services[i], n->host, addrs, n_addrs, healthy, version,
+					&values[i]);
+		if (r < 0)
+			break;
+		if (!force && str_eq(values[i], published_value(n, services[i])))
+			continue;
+		r = fleet_batch_service(b, services[i], n->host, values[i], n->lease);
+	}
+	netif_addresses_free(addrs, n_addrs);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; n->published && n->published[i]; i++) {
+		if (strv_contains(services, n->published[i]))
+			continue;
+		if ((r = fleet_batch_unpublish(b, n->published[i], n->host)) < 0)
+			return r;
+		log_info("service '%s' withdrawn", n->published[i]);
+	}
+	n->staged = TAKE_PTR(services);
+	n->staged_values = TAKE_PTR(values);
+	n->services_healthy = healthy;
+	return 0;
+}
+
+void node_services_committed(struct node *n)
+{
+	if (!n->staged)
+		return;
+	strv_free(n->published);
+	strv_free(n->published_values);
+	n->published = TAKE_PTR(n->staged);
+	n->published_values = TAKE_PTR(n->staged_values);
+}
+
+/* Publishes this node's services now, in a request of their own (a first
+ * publication, a reload): only the changed ones, or all with force. */
+int node_publish_services(struct node *n, bool healthy, bool force)
+{
+	_cleanup_(fleet_batch_freep) struct fleet_batch *b = NULL;
+	int r;
+
+	if ((r = fleet_batch_new(&n->fleet, &b)) < 0 ||
+	    (r = node_batch_services(n, b, healthy, force)) < 0 ||
+	    (r = fleet_batch_commit(b, NULL)) < 0) {
+		log_warnx("cannot publish this node's services: %s",
+			  r == -EINVAL ? strerror(-r) : node_etcd_error(n));
+		node_services_forget_pending(n);
+		return r;
+	}
+	node_services_committed(n);
+	return 0;
+}

@@ -1,0 +1,231 @@
+/*
+ * node_internal.h — what the files of the node share and nobody else sees.
+ *
+ * The node is one object on one sd-event loop, split by concern:
+ *
+ *   node.c          the state machine: node_set_state(), node_evaluate() (the
+ *                   one place decisions are made), idle, --once, stop, reload,
+ *                   life cycle, metrics
+ *   node_lease.c    the lease: grant, keepalive at a third of the granted TTL,
+ *                   registration, every leased key put again after a loss
+ *   node_sync.c     the fleet model (fleet_model.h): one read at one revision,
+ *                   then one watch stream whose events are applied to memory
+ *   node_catalog.c  the eventually consistent side: hiera file, debounce,
+ *                   services hook; and this node's own service entries
+ *   node_rollout.c  dependencies and the rollout slot (policy, holders, stages)
+ *   node_run.c      the consistent side: the run's hooks and what each outcome
+ *                   writes (one txn at the start, one at the end)
+ *
+ * Watch callbacks only apply events to the model and schedule an evaluation;
+ * every decision runs from the deferred evaluate source, never inside a
+ * callback of the etcd client.
+ */
+#ifndef ORCHESTRATE_NODE_INTERNAL_H
+#define ORCHESTRATE_NODE_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <systemd/sd-event.h>
+
+#include "etcd/etcd.h"
+#include "fleet/fleet.h"
+#include "fleet/fleet_model.h"
+#include "hook/hook.h"
+#include "output/metrics.h"
+#include "node/node.h"
+#include "config/options.h"
+
+#define USEC_PER_SEC 1000000ULL
+
+enum { HOOK_M_UPGRADE, HOOK_M_CONFIG, HOOK_M_VALIDATE, HOOK_M_SERVICES, _HOOK_M_MAX };
+
+struct node {
+	sd_event *event;
+	struct options_resolved opt;	/* owns the config, endpoints, hostname */
+	const struct global_options *global;
+	bool once;
+	int exit_code;
+
+	struct etcd_client *etcd;
+	struct fleet fleet;
+	const char *host;
+
+	enum node_state state;
+	char *status;			/* the STATUS= text last sent */
+
+	/* lease (node_lease.c) */
+	int64_t lease;
+	long lease_ttl;			/* the TTL etcd granted */
+	bool registered;
+	bool keys_lost;			/* a new lease whose keys are not all put */
+	sd_event_source *keepalive;
+	uint64_t lease_regrants;
+
+	/* the fleet model and its stream (node_sync.c) */
+	struct fleet_model model;
+	bool synced;			/* the first sync is done (READY=1 sent) */
+	struct etcd_watch *stream;	/* the one stream: version, pause, rollout, catalog */
+	sd_event_source *resync;
+	unsigned resync_failures;
+	bool paused;
+	char *pause_reason;
+
+	/* the eventually consistent run (node_catalog.c) */
+	sd_event_source *debounce;
+	uint64_t debounce_first;
+	unsigned hiera_gen;		/* bumped whenever the hiera file changed */
+	unsigned services_gen;		/* hiera_gen the services hook last covered */
+	unsigned services_running_gen;
+	unsigned config_gen;		/* hiera_gen when the config hook started */
+	struct hook *services_hook;
+	char *hiera_error;		/* why the hiera file could not be written */
+	char **published;		/* services published under the lease... */
+	char **published_values;	/* ...and the value each holds, to write only changes */
+	char **staged, **staged_values;	/* what node_batch_services() added, until committed */
+	bool services_healthy;
+
+	/* dependencies and the rollout slot (node_rollout.c) */
+	struct etcd_watch *stage_watch;	/* only while an earlier group is behind */
+	char *pending_detail;		/* what puppet/pending says now ("wait: detail") */
+	bool holding;			/* rollout/holders/HOST is ours */
+	bool has_slot;
+	bool canary_run;		/* the slot was taken as one of the canaries */
+	bool releasing;			/* the batch being written gives the slot back */
+	sd_event_source *progress_timer;	/* progress_deadline, first in the queue */
+	uint64_t progress_releases;	/* model.holder_releases when it was armed */
+	int64_t halt_revision;		/* of the halt this node wrote (node_halt_pending) */
+	int64_t budget_trigger;		/* the failure count last checked against... */
+	size_t budget_count;		/* ...the budget, so it is checked once */
+
+	/* the consistent run (node_run.c) */
+	sd_event_source *evaluate;
+	sd_event_source *run_timer;	/* splay or backoff */
+	sd_event_source *once_deadline;
+	struct hook *run_hook;
+	char *run_version;
+	char *run_previous;
+	int config_exit_code;		/* of this run's config hook */
+	char *local;			/* the local version, NULL when none */
+	bool validation_failed;
+	bool rerun;			/* an interrupted run must be repeated */
+	bool splay_done;
+	bool start_refused;		/* the start's guard failed: wait for the stream */
+	unsigned failures;		/* consecutive, for the backoff */
+	/* Honest states: the failures at one rollout (version and trigger). */
+	char *fail_version;
+	int64_t fail_trigger;
+	long attempts;			/* failed attempts at fail_version */
+	int64_t first_failure;		/* unix time of the first */
+	int64_t run_trigger;		/* the trigger the run started at */
+	sd_event_source *deadline_timer;	/* healthy_deadline of this run */
+	bool deadline_passed;
+	bool baked;			/* min_healthy_time is over (or not needed) */
+	char *running_published;	/* version of running_version/HOST we put (or owe) */
+	bool success_owed;		/* the end-of-run txn failed: retried when idle */
+
+	/* metrics (paths.metrics_file) */
+	struct metrics_hook hook_metrics[_HOOK_M_MAX];
+	uint64_t hook_started[_HOOK_M_MAX];	/* CLOCK_MONOTONIC µs, 0: not running */
+
+	/* stop */
+	bool stopping;			/* no new work: stopping or --once ending */
+	bool stop_requested;		/* node_stop() was called */
+	sd_event_source *stop_timer;
+};
+
+/* node.c */
+void node_set_state(struct node *n, enum node_state state, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+void node_schedule_evaluate(struct node *n);
+void node_write_metrics(struct node *n);
+void node_hook_started(struct node *n, const char *name);
+void node_hook_ended(struct node *n, const char *name, const struct hook_result *res);
+void node_once_finish(struct node *n, int code);
+void node_finish_stop(struct node *n);
+int node_timer_arm(struct node *n, sd_event_source **s, uint64_t delay_usec,
+		   sd_event_time_handler_t fn);
+void node_timer_cancel(sd_event_source **s);
+uint64_t node_random_between(uint64_t lo, uint64_t hi);
+uint64_t sec_to_usec(double s);
+void set_str(char **p, const char *s);
+bool str_eq(const char *a, const char *b);
+const char *or_none(const char *s);
+/* What the last etcd request failed on, for a log line: etcd's words, or when
+ * etcd refused a write, "etcd: permission denied writing CLASS as user 'U'"
+ * (which also goes to STATUS=, so that a host whose identity lacks a grant
+ * shows it while it keeps running and retrying).  Static storage. */
+const char *node_etcd_error(struct node *n);
+
+/* node_lease.c */
+int node_register(struct node *n);
+int node_put_leased_keys(struct node *n);
+
+/* node_sync.c */
+void node_schedule_resync(struct node *n, uint64_t delay_usec);
+void node_stop_watches(struct node *n);
+uint64_t node_watch_idle_ms(struct node *n);
+void node_on_watch_error(struct etcd_watch *w, int error, int64_t compact, void *userdata);
+
+/* node_catalog.c */
+void node_write_hiera(struct node *n);
+void node_catalog_changed(struct node *n);
+void node_try_services(struct node *n);
+char *node_services_marker(struct node *n);
+/* Adds this node's service entries to b: those whose value changed (every one
+ * with force), with healthy, and the withdrawal of those no longer listed.
+ * node_services_committed() records them once b was written. */
+int node_batch_services(struct node *n, struct fleet_batch *b, bool healthy, bool force);
+void node_services_committed(struct node *n);
+void node_services_forget_pending(struct node *n);
+int node_publish_services(struct node *n, bool healthy, bool force);
+
+/* node_rollout.c */
+char *node_missing_dependencies(struct node *n, char **ret_short);
+struct slot_wait {
+	char *group;		/* an earlier group still behind, or NULL */
+	size_t behind;		/* how many of its alive hosts */
+	long limit;		/* else: the slots of the node's stage... */
+	size_t holders;		/* ...and how many hosts of its stage want one */
+	bool ranked;		/* the node's place in the queue is known: */
+	size_t rank;		/* 0-based */
+	bool canary;		/* the canaries took every slot: wait for promote */
+	size_t canaries_done;
+	bool halting;		/* it would start, but the budget is spent: halted */
+};
+int node_take_slot(struct node *n, struct slot_wait *ret_wait);
+void node_release_slot(struct node *n);
+void node_unwatch_stage(struct node *n);
+
+/* Halts the rollout of the desired version (fleet_halt), with auto_revert
+ * when the policy says so; logs what happened.  Returns 1 when this node
+ * wrote the halt: its model learns it from the stream, so the caller must not
+ * start a run meanwhile. */
+int node_halt(struct node *n, const char *reason, size_t failed);
+/* The failure budget: halts when the host's own failure crossed it. */
+int node_check_budget(struct node *n);
+int node_budget_exceeded(struct node *n, size_t failed, char **ret_reason);
+/* Counts hosts that died holding a slot (fleet_record_dead_holder). */
+int node_check_released(struct node *n);
+/* puppet/pending's detail while the host waits for a slot. */
+char *node_slot_detail(struct node *n);
+/* progress_deadline: armed by the first host queued for a slot. */
+void node_watch_progress(struct node *n, const struct slot_wait *w);
+/* Whether this node wrote a halt its model has not caught up with yet. */
+bool node_halt_pending(const struct node *n);
+/* Whether the host failed at the desired version's rollout and has not
+ * succeeded since: its failed status stays until a run succeeds. */
+bool node_failed_here(const struct node *n);
+
+/* node_run.c */
+void node_read_local(struct node *n);
+void node_status(struct node *n, enum status_type type, enum status_state state,
+		 const char *version, int exit_code, const char *detail);
+int node_build_env(struct node *n, const char *version, char ***ret);
+/* Starts the run the evaluation decided on; false when etcd refused the start
+ * because the fleet changed since the model's view (the guard): the node
+ * decides again once the stream has brought the change. */
+bool node_start_run(struct node *n);
+void node_retry_owed(struct node *n);
+int node_on_run_timer(sd_event_source *s, uint64_t usec, void *userdata);
+
+#endif

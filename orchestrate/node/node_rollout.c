@@ -1,0 +1,519 @@
+/*
+ * node_rollout.c — what a node waits for before a run: its declared
+ * dependencies and, under a rollout policy, its turn and a slot.
+ *
+ * Everything here is answered from the fleet model, at the revision of the
+ * event being evaluated: the catalog for dependencies (so a trigger one second
+ * after the only mysql host died does not run the nodes that need it), the
+ * policy and the holders for slots.  Taking a slot is one write (the holder
+ * key, under the node's lease); the node learns its place in the queue from
+ * the same stream that carries the holders of every other node.
+ *
+ * Two policies need more than the model, and read: max_percent (the alive
+ * count it is a percentage of) and groups (whether the earlier groups are
+ * done).  While an earlier group is behind, a second stream watches
+ * running_version/ and alive/, the two things that can end the wait.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+
+#include "base/buf.h"
+#include "base/cleanup.h"
+#include "config/config.h"
+#include "base/log.h"
+#include "node_internal.h"
+#include "fleet/schema.h"
+
+/*
+ * The catalog the dependencies are checked against: the model's, when its
+ * catalog watches have delivered everything up to the revision the node acts
+ * on; else the dependencies' entries read at exactly that revision.  A txn
+ * that withdraws the only mysql host and sets the desired version reaches the
+ * stream as two frames of one revision (one per watch), and etcd marks no end
+ * of a revision: without this a node could start a run between the two.  Only
+ * nodes with dependencies, and only then, pay this one small read.
+ */
+static int node_dependency_catalog(struct node *n, struct catalog *tmp, const struct catalog **ret)
+{
+	const struct config *cfg = n->opt.config;
+	_cleanup_(freep) struct etcd_watch_range *ranges = NULL;
+	_cleanup_(freep) char *dir = NULL;
+	size_t count;
+	int64_t low = INT64_MAX;
+	int r;
+
+	*ret = &n->model.catalog;
+	if (!n->stream || (r = fleet_model_ranges(&n->model, &ranges, &count)) < 0)
+		return 0;
+	for (size_t i = FLEET_MODEL_CATALOG_RANGE; i < count; i++) {
+		int64_t rev = etcd_watch_range_revision(n->stream, i);
+		if (rev < low)
+			low = rev;
+	}
+	if (low >= n->model.revision)
+		return 0;
+	if (!(dir = key_services_dir(n->fleet.prefix)))
+		return -ENOMEM;
+	for (size_t i = 0; i < cfg->n_depends; i++) {
+		_cleanup_(freep) char *sdir = key_service_dir(n->fleet.prefix, cfg->depends[i].service);
+		_cleanup_(etcd_kv_list_releasep) struct etcd_kv_list kvs = ETCD_KV_LIST_INIT;
+		if (!sdir)
+			return -ENOMEM;
+		if ((r = etcd_get_prefix(n->etcd, sdir, 0, n->model.revision, &kvs)) < 0 ||
+		    (r = catalog_from_kvs(&kvs, dir, tmp)) < 0)
+			return r;
+	}
+	catalog_sort(tmp);
+	*ret = tmp;
+	return 0;
+}
+
+/* NULL when every dependency is met, else what is missing (caller frees), and
+ * *ret_short the short form for STATUS=.  Out of memory or a failed read is
+ * not "met". */
+char *node_missing_dependencies(struct node *n, char **ret_short)
+{
+	const struct config *cfg = n->opt.config;
+	_cleanup_(buf_releasep) struct buf b = BUF_INIT, s = BUF_INIT;
+	_cleanup_(catalog_releasep) struct catalog tmp = CATALOG_INIT;
+	const struct catalog *cat;
+	int r = 0;
+
+	if (cfg->n_depends == 0)
+		return NULL;
+	r = node_dependency_catalog(n, &tmp, &cat);
+	if (r < 0) {
+		_cleanup_(buf_releasep) struct buf why = BUF_INIT;
+		(void)buf_printf(&why, "cannot check dependencies: %s", node_etcd_error(n));
+		*ret_short = strdup("dependencies (etcd unreachable)");
+		return buf_detach(&why);
+	}
+	for (size_t i = 0; i < cfg->n_depends && r >= 0; i++) {
+		const struct config_depend *d = &cfg->depends[i];
+		size_t have = catalog_count_hosts(cat, d->service, d->healthy);
+		if ((long)have >= d->count)
+			continue;
+		if ((r = buf_printf(&b, "%swaiting for %ld %s%s, have %zu", b.len ? "; " : "",
+				    d->count, d->healthy ? "healthy " : "", d->service, have)) >= 0)
+			r = buf_printf(&s, "%s%ld\u00d7 %s", s.len ? ", " : "", d->count, d->service);
+	}
+	if (r < 0) {
+		*ret_short = strdup("dependencies (out of memory)");
+		return strdup("cannot check dependencies: out of memory");
+	}
+	if (b.len == 0)
+		return NULL;
+	*ret_short = buf_detach(&s);
+	return buf_detach(&b);
+}
+
+/* Gives the slot (or the place in the queue for one) back. */
+static void node_drop_holder(struct node *n)
+{
+	if (!n->holding)
+		return;
+	_cleanup_(freep) char *key = key_rollout_holder(n->fleet.prefix, n->host);
+	if (!key || etcd_delete(n->etcd, key) < 0)
+		log_warnx("cannot release rollout slot: %s, its lease will", node_etcd_error(n));
+	else
+		log_debug("rollout slot released");
+	n->holding = false;
+	n->has_slot = false;
+}
+
+void node_unwatch_stage(struct node *n)
+{
+	n->stage_watch = etcd_watch_stop(n->stage_watch);
+}
+
+/* Done with the rollout, or no policy: no slot, no waiting for a group. */
+void node_release_slot(struct node *n)
+{
+	node_drop_holder(n);
+	node_unwatch_stage(n);
+}
+
+static int node_on_stage_events(const struct etcd_event *ev, size_t count, int64_t revision,
+				void *userdata)
+{
+	if (count > 0)
+		node_schedule_evaluate(userdata);
+	return 0;
+}
+
+/* While the node waits for an earlier group: what can end the wait is a host
+ * reaching the version (running_version/) or a host dying or joining
+ * (alive/); a new policy comes on the node's own stream.  Watched from the
+ * revision the decision was made at. */
+static int node_watch_stage(struct node *n, int64_t from)
+{
+	const char *P = n->fleet.prefix;
+	_cleanup_(freep) char *kr = key_running_version_dir(P);
+	_cleanup_(freep) char *ka = key_alive_dir(P);
+
+	if (n->stage_watch)
+		return 0;
+	if (!kr || !ka)
+		return -ENOMEM;
+	struct etcd_watch_range ranges[] = { { kr, true, from }, { ka, true, from } };
+	return etcd_watch_start_ranges(n->etcd, ranges, ELEMENTSOF(ranges), node_watch_idle_ms(n),
+				       node_on_stage_events, node_on_watch_error, n,
+				       &n->stage_watch);
+}
+
+/* The alive hosts max_fail_percent is a share of (one count-only read). */
+static int node_count_alive(struct node *n, long *ret)
+{
+	size_t alive;
+	int r = fleet_alive_count(&n->fleet, &alive);
+	if (r < 0) {
+		log_warnx("cannot count the alive hosts for the failure budget: %s",
+			  node_etcd_error(n));
+		return r;
+	}
+	*ret = (long)alive;
+	return 0;
+}
+
+/* Queues for a slot: the place is known once the key comes back on the
+ * stream, so the host waits at least until then: it says so in the same txn
+ * (node_wait then finds it said). */
+static int node_queue(struct node *n)
+{
+	_cleanup_(fleet_batch_freep) struct fleet_batch *b = NULL;
+	_cleanup_(freep) char *detail = node_slot_detail(n);
+	_cleanup_(freep) char *said = NULL;
+	struct status_extra x = { .wait = "slot" };
+	bool say = !node_failed_here(n);
+	int r;
+
+	if (!detail || asprintf(&said, "slot: %s", detail) < 0)
+		return -ENOMEM;
+	if ((r = fleet_batch_new(&n->fleet, &b)) < 0 ||
+	    (r = fleet_batch_holder(b, n->host, n->model.desired, n->opt.config->group,
+				    n->lease)) < 0 ||
+	    (say && (r = fleet_batch_status_extra(b, n->host, STATUS_PUPPET, STATE_PENDING,
+						  n->model.desired, -1, detail, &x)) < 0) ||
+	    (r = fleet_batch_commit(b, NULL)) < 0)
+		return r;
+	n->holding = true;
+	if (say)
+		set_str(&n->pending_detail, said);
+	return 0;
+}
+
+/* Past the canaries, promote is what the host waits for first; under
+ * auto_promote the first in the queue speaks for it (the txn makes it once). */
+static int node_auto_promote(struct node *n, const struct rollout_decision *d)
+{
+	const struct rollout_policy *policy = &n->model.policy;
+	_cleanup_(freep) char *by = NULL;
+	int r;
+
+	if (!policy->auto_promote || d->rank != 0 || d->canaries_done < (size_t)policy->canary ||
+	    d->failed > 0)
+		return 0;
+	if (asprintf(&by, "auto (%s)", n->host) < 0)
+		return -ENOMEM;
+	r = fleet_promote(&n->fleet, by, n->model.trigger, NULL);
+	if (r > 0)
+		log_fields(LOG_NOTICE, n->model.desired, NULL,
+			   "canaries of %s validated with no failure: promoted", n->model.desired);
+	return r < 0 ? r : 0;
+}
+
+/*
+ * Asks the rollout whether the node may run (fleet_model_decide(), from the
+ * model at the revision being evaluated).  Returns 1 when it may (no policy,
+ * or its stage's turn and a slot held), 0 when it must wait — for an earlier
+ * group (ret_wait->group set), a slot, promote, or a halt it has just written
+ * (ret_wait->halting) — or a negative code.
+ *
+ * Slots are counted among the holders of the node's own stage: the first
+ * max_parallel of them by create revision hold one.  Holders of other stages
+ * are hosts still retrying an earlier group (which keeps this stage waiting
+ * anyway) or the unlisted, which must not eat a listed group's slots.  A host
+ * that would start checks the failure budget in the same model first, and
+ * halts the rollout instead when it is spent.
+ */
+int node_take_slot(struct node *n, struct slot_wait *ret_wait)
+{
+	const struct rollout_policy *policy = &n->model.policy;
+	const struct config *cfg = n->opt.config;
+	struct rollout_ask ask = { .alive = -1, .has_slot = n->has_slot };
+	struct rollout_decision d = { 0 };
+	int r;
+
+	if (n->model.policy_state == 0) {
+		node_release_slot(n);
+		return 1;
+	}
+	if (policy->n_groups && !n->has_slot) {
+		int64_t revision = 0;
+		r = fleet_stage_ready(&n->fleet, policy, cfg->group, n->host, n->model.desired,
+				      &ret_wait->group, &ret_wait->behind, &revision);
+		if (r < 0)
+			return r;
+		if (r == 0) {
+			node_drop_holder(n);
+			return node_watch_stage(n, revision + 1);
+		}
+		node_unwatch_stage(n);
+	}
+	if (!n->has_slot) {
+		if (policy->max_parallel > 0)
+			ask.limit = policy->max_parallel;
+		else if (policy->max_percent > 0 &&
+			 (r = fleet_percent_limit(&n->fleet, policy, cfg->group, &ask.limit)) < 0)
+			return r;
+	}
+	for (;;) {
+		ask.queued = n->holding;
+		free(d.halt_reason);
+		if ((r = fleet_model_decide(&n->model, &ask, &d)) < 0)
+			return r;
+		if (d.verdict == ROLLOUT_QUEUE)
+			r = node_queue(n);
+		else if (d.verdict == ROLLOUT_COUNT_ALIVE && ask.alive < 0)
+			r = node_count_alive(n, &ask.alive);
+		else
+			break;
+		if (r < 0)
+			return r;
+	}
+	_cleanup_(freep) char *halt_reason = d.halt_reason;
+
+	ret_wait->limit = ask.limit;
+	ret_wait->canaries_done = d.canaries_done;
+	ret_wait->holders = d.ranked ? d.in_stage : d.in_stage + 1;
+	ret_wait->ranked = d.ranked;
+	ret_wait->rank = d.rank;
+	switch (d.verdict) {
+	case ROLLOUT_START:
+		if (n->has_slot)
+			return 1;
+		if (!d.ranked) {
+			node_release_slot(n);	/* groups alone: the whole group at once */
+			return 1;
+		}
+		n->has_slot = true;
+		n->canary_run = d.canary;
+		if (d.canary)
+			log_info("rollout slot taken as canary %zu of %ld",
+				 d.canaries_done + d.failed + d.rank + 1, policy->canary);
+		else
+			log_info("rollout slot taken (%zu of %ld)", d.rank + 1, ask.limit);
+		return 1;
+	case ROLLOUT_HALT:
+		/* The budget is spent: this host starts no one, itself included. */
+		ret_wait->halting = true;
+		(void)node_halt(n, halt_reason, d.failed);
+		return 0;
+	case ROLLOUT_WAIT_CANARY:
+		ret_wait->canary = true;
+		return node_auto_promote(n, &d);
+	default:
+		return 0;
+	}
+}
+
+char *node_slot_detail(struct node *n)
+{
+	char *s = NULL;
+	return asprintf(&s, "waiting for a rollout slot for %s", or_none(n->model.desired)) < 0 ? NULL
+												: s;
+}
+
+/* --- halting ---------------------------------------------------------------------------- */
+
+bool node_halt_pending(const struct node *n)
+{
+	return n->halt_revision > 0 && n->model.revision < n->halt_revision;
+}
+
+bool node_failed_here(const struct node *n)
+{
+	return n->attempts > 0 && str_eq(n->fail_version, n->model.desired) &&
+	       n->fail_trigger == n->model.trigger;
+}
+
+int node_halt(struct node *n, const char *reason, size_t failed)
+{
+	const struct fleet_model *m = &n->model;
+	_cleanup_(freep) char *reverted = NULL;
+	int64_t revision = 0;
+	int r;
+
+	if (!m->desired_known || !m->desired || m->trigger <= 0 || fleet_model_halted(m, NULL))
+		return 0;
+	r = fleet_halt(&n->fleet, m->desired, m->trigger, m->halted.key ? m->halted.mod_revision : 0,
+		       n->host, reason, (long)failed, m->policy.auto_revert, &reverted, &revision);
+	/* Until the stream brings the model to the halt's revision, this node
+	 * alone knows of it: node_evaluate_run() takes it as halted. */
+	if (r > 0 || r == -EACCES)
+		n->halt_revision = revision;
+	if (r == -EACCES) {
+		log_fields(LOG_ERR, m->desired, NULL,
+			   "halted the rollout of %s (%s), but etcd refused the automatic revert: "
+			   "this host may not write current_version", m->desired, reason);
+		return 1;
+	}
+	if (r < 0) {
+		log_warnx("cannot halt the rollout of %s (%s): %s, will retry", m->desired, reason,
+			  node_etcd_error(n));
+		n->budget_trigger = 0;
+		node_schedule_resync(n, USEC_PER_SEC);
+		return 0;
+	}
+	if (r == 0)
+		return 0;	/* another node was first, or a new trigger came */
+	if (reverted)
+		log_fields(LOG_ERR, m->desired, NULL, "halted the rollout of %s: %s; reverted to %s",
+			   m->desired, reason, reverted);
+	else
+		log_fields(LOG_ERR, m->desired, NULL, "halted the rollout of %s: %s", m->desired,
+			   reason);
+	return 1;
+}
+
+/*
+ * The failure budget, checked by the hosts that failed and by every host
+ * about to start a run (fleet_model_decide, in node_take_slot).  A host
+ * whose own failure record has reached its model sees every record written
+ * before it, so the host whose failure crosses the budget is sure to see it
+ * crossed, and halts the rollout even when nobody else would start.  Once
+ * per count and trigger; max_fail_percent costs one count-only read of alive/.
+ */
+int node_check_budget(struct node *n)
+{
+	const struct fleet_model *m = &n->model;
+	_cleanup_(freep) char *reason = NULL;
+	size_t failed;
+	int r;
+
+	if (m->policy_state != 1 || !rollout_policy_has_budget(&m->policy) ||
+	    !fleet_model_failed_here(m, false) || fleet_model_halted(m, NULL))
+		return 0;
+	failed = fleet_model_failures(m);
+	if (n->budget_trigger == m->trigger && n->budget_count == failed)
+		return 0;
+	n->budget_trigger = m->trigger;
+	n->budget_count = failed;
+	r = node_budget_exceeded(n, failed, &reason);
+	if (r < 0) {
+		n->budget_trigger = 0;
+		node_schedule_resync(n, USEC_PER_SEC);
+		return 0;
+	}
+	return r > 0 ? node_halt(n, reason, failed) : 0;
+}
+
+/*
+ * Hosts that died holding a slot count against the budget too.  An expired
+ * lease deletes a holder, and so does every run's end; they differ in what
+ * the holder's host left at that revision: a run's end deletes its
+ * puppet/running in the same txn, a death does not.  One host looks, the
+ * first in the queue (one read per freed slot), and writes the dead host's
+ * failure record, once (create-if-absent); it then checks the budget, since
+ * the dead host cannot.
+ */
+int node_check_released(struct node *n)
+{
+	const struct fleet_model *m = &n->model;
+	struct rollout_holder *gone = NULL;
+	size_t n_gone = fleet_model_take_released(&n->model, &gone);
+	size_t rank, in_stage;
+	size_t wrote = 0;
+
+	if (n_gone == 0)
+		return 0;
+	if (m->policy_state == 1 && rollout_policy_has_budget(&m->policy) && m->desired_known &&
+	    m->desired && m->trigger > 0 && !fleet_model_halted(m, NULL) &&
+	    fleet_model_holder_rank(m, &rank, &in_stage) == 1 && rank == 0) {
+		for (size_t i = 0; i < n_gone; i++) {
+			if (strcmp(gone[i].host, n->host) == 0 ||
+			    gone[i].create_revision <= m->trigger)
+				continue;
+			int r = fleet_record_dead_holder(&n->fleet, gone[i].host,
+							 gone[i].create_revision, m->desired,
+							 m->trigger);
+			if (r < 0)
+				log_warnx("cannot check whether %s died holding a slot: %s",
+					  gone[i].host, node_etcd_error(n));
+			if (r > 0) {
+				log_fields(LOG_WARNING, m->desired, NULL,
+					   "%s died holding a rollout slot for %s: counted as failed",
+					   gone[i].host, m->desired);
+				wrote++;
+			}
+		}
+	}
+	rollout_holders_free(gone, n_gone);
+	free(gone);
+	if (wrote) {
+		/* Their records are not in the model yet: count them in. */
+		_cleanup_(freep) char *reason = NULL;
+		size_t failed = fleet_model_failures(m) + wrote;
+		if (node_budget_exceeded(n, failed, &reason) > 0)
+			return node_halt(n, reason, failed);
+	}
+	return 0;
+}
+
+/* Whether failed hosts are more than the policy's budget
+ * (rollout_budget_spent): 1 and *ret_reason, 0, or a negative code
+ * (max_fail_percent counts the alive hosts, one read, when a host failed). */
+int node_budget_exceeded(struct node *n, size_t failed, char **ret_reason)
+{
+	const struct rollout_policy *p = &n->model.policy;
+	long alive = -1;
+	int r;
+
+	if (n->model.policy_state != 1)
+		return 0;
+	r = rollout_budget_spent(p, failed, alive, ret_reason);
+	if (r == -EAGAIN) {
+		if ((r = node_count_alive(n, &alive)) < 0)
+			return -EIO;
+		r = rollout_budget_spent(p, failed, alive, ret_reason);
+	}
+	return r;
+}
+
+/* --- progress_deadline ------------------------------------------------------------------- */
+
+static int node_on_progress_deadline(sd_event_source *s, uint64_t usec, void *userdata)
+{
+	struct node *n = userdata;
+	_cleanup_(freep) char *reason = NULL;
+
+	node_timer_cancel(&n->progress_timer);
+	if (n->state != NODE_WAIT_SLOT || n->progress_releases != n->model.holder_releases)
+		return 0;
+	if (asprintf(&reason, "no rollout slot freed for %ld s (progress_deadline)",
+		     n->model.policy.progress_deadline) >= 0)
+		(void)node_halt(n, reason, fleet_model_failures(&n->model));
+	return 0;
+}
+
+/* The first host in the queue for a slot watches the rollout's progress:
+ * every freed slot starts the deadline again. */
+void node_watch_progress(struct node *n, const struct slot_wait *w)
+{
+	long deadline = n->model.policy.progress_deadline;
+
+	if (deadline <= 0 || !w->ranked || w->canary || (long)w->rank != w->limit) {
+		node_timer_cancel(&n->progress_timer);
+		return;
+	}
+	if (n->progress_timer && n->progress_releases == n->model.holder_releases)
+		return;
+	n->progress_releases = n->model.holder_releases;
+	if (node_timer_arm(n, &n->progress_timer, (uint64_t)deadline * USEC_PER_SEC,
+			   node_on_progress_deadline) < 0)
+		log_warnx("cannot arm the progress deadline timer");
+}

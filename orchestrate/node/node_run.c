@@ -1,0 +1,659 @@
+/*
+ * node_run.c — the consistent configuration: one run of the hooks for the
+ * desired version, and what each outcome writes.
+ *
+ *   start       one txn: puppet/running
+ *   upgrade     (optional) then config hook; then the validate hook
+ *   end         one txn with everything the outcome changes:
+ *                 success        puppet/success, validation/success,
+ *                                running_version/HOST {"version":V} (one key,
+ *                                so the old version goes), alive at V,
+ *                                its services healthy at V, its slot freed
+ *                 validation     puppet/success, validation/failed, its
+ *                 failed         services unhealthy
+ *                 config failed  puppet/failed, its services unhealthy
+ *
+ * So a run costs etcd two writes (three with a rollout slot) whatever the
+ * fleet's size.  puppet/running covers the validate hook too: the validation
+ * state moves once, when it is known, rather than through validation/running.
+ * A node that never published its services does so after its first config
+ * run, whether or not it succeeded (one write, once), so that a node waiting
+ * for it is not blocked until its validation ends.
+ *
+ * A failed run is retried with capped exponential backoff and full jitter.
+ * A successful run whose end txn cannot be written is still a success here
+ * (the local version file says so): the txn is owed and retried from idle.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include "base/buf.h"
+#include "base/cleanup.h"
+#include "config/config.h"
+#include "output/hiera.h"
+#include "config/local.h"
+#include "base/strv.h"
+#include "fleet/fleet_rollout.h"
+#include "base/log.h"
+#include "node_internal.h"
+#include "fleet/schema.h"
+
+/* --- local version -------------------------------------------------------------------- */
+
+void node_read_local(struct node *n)
+{
+	_cleanup_(freep) char *version = NULL;
+	int r = local_version_read(n->opt.local_version_file, &version);
+
+	free(n->local);
+	n->local = NULL;
+	if (r == -ENOENT)
+		return;
+	if (r == -EINVAL)
+		log_warnx("local version file '%s' holds no valid version, taking none",
+			  n->opt.local_version_file);
+	else if (r < 0)
+		log_warnx("cannot read local version file '%s': %s, taking none",
+			  n->opt.local_version_file, strerror(-r));
+	else
+		n->local = TAKE_PTR(version);
+}
+
+static int node_write_local(struct node *n, const char *version)
+{
+	int r = local_version_write(n->opt.local_version_file, version);
+	if (r < 0)
+		return r;
+	set_str(&n->local, version);
+	return 0;
+}
+
+/* --- status ------------------------------------------------------------------------- */
+
+void node_status(struct node *n, enum status_type type, enum status_state state,
+		 const char *version, int exit_code, const char *detail)
+{
+	int r = fleet_set_status(&n->fleet, n->host, type, state, version, exit_code, detail);
+	if (r < 0)
+		log_warnx("cannot set status %s/%s: %s", status_type_name(type),
+			  status_state_name(state), node_etcd_error(n));
+}
+
+/* --- hooks -------------------------------------------------------------------------- */
+
+int node_build_env(struct node *n, const char *version, char ***ret)
+{
+	_cleanup_(strv_freep) char **env = NULL;
+	_cleanup_(buf_releasep) struct buf b = BUF_INIT;
+	size_t count = 0;
+	int r;
+
+	if ((r = strv_push(&env, &count, "PATH=/usr/sbin:/usr/bin:/sbin:/bin")) < 0)
+		return r;
+#define ADD(name, value)                                                      \
+	do {                                                                  \
+		buf_reset(&b);                                                \
+		if ((r = buf_printf(&b, "%s=%s", name, value ? value : "")) < 0 || \
+		    (r = strv_push(&env, &count, buf_str(&b))) < 0)            \
+			return r;                                             \
+	} while (0)
+	ADD("ORCHESTRATE_HOST", n->host);
+	ADD("ORCHESTRATE_VERSION", version);
+	ADD("ORCHESTRATE_PREVIOUS_VERSION", n->run_previous ? n->run_previous : n->local);
+	ADD("ORCHESTRATE_SERVICES_FILE", n->opt.config->hiera_services);
+	buf_reset(&b);
+	if ((r = buf_adds(&b, "ORCHESTRATE_ETCD=")) < 0)
+		return r;
+	for (size_t i = 0; n->opt.etcd.endpoints && n->opt.etcd.endpoints[i]; i++)
+		if ((i && (r = buf_addc(&b, ',')) < 0) ||
+		    (r = buf_adds(&b, n->opt.etcd.endpoints[i])) < 0)
+			return r;
+	if ((r = strv_push(&env, &count, buf_str(&b))) < 0)
+		return r;
+	/* So that a hook calling `orchestrate` talks about the same fleet. */
+	if (n->opt.prefix && *n->opt.prefix)
+		ADD("ORCHESTRATE_PREFIX", n->opt.prefix);
+	ADD("ORCHESTRATE_LOCAL_VERSION_FILE", n->opt.local_version_file);
+#undef ADD
+	*ret = TAKE_PTR(env);
+	return 0;
+}
+
+static void node_on_run_hook(struct hook *h, const struct hook_result *res, void *userdata);
+
+static const char *node_hook_path(struct node *n, enum node_state which)
+{
+	const struct config *cfg = n->opt.config;
+	switch (which) {
+	case NODE_RUN_UPGRADE: return cfg->hook_upgrade;
+	case NODE_RUN_CONFIG: return cfg->hook_config;
+	case NODE_RUN_VALIDATE: return cfg->hook_validate;
+	default: return NULL;
+	}
+}
+
+static const char *node_hook_name(enum node_state which)
+{
+	switch (which) {
+	case NODE_RUN_UPGRADE: return "upgrade";
+	case NODE_RUN_CONFIG: return "config";
+	case NODE_RUN_VALIDATE: return "validate";
+	default: return "services";
+	}
+}
+
+static void node_run_failed(struct node *n, const char *what);
+static void node_config_done(struct node *n, const struct hook_result *res);
+static void node_validate_done(struct node *n, const struct hook_result *res);
+static void node_upgrade_done(struct node *n, const struct hook_result *res);
+static int node_on_bake_timer(sd_event_source *s, uint64_t usec, void *userdata);
+
+static void node_hook_finished(struct node *n, enum node_state which, const struct hook_result *res)
+{
+	switch (which) {
+	case NODE_RUN_UPGRADE: node_upgrade_done(n, res); break;
+	case NODE_RUN_CONFIG: node_config_done(n, res); break;
+	case NODE_RUN_VALIDATE: node_validate_done(n, res); break;
+	default: break;
+	}
+}
+
+/* Starts the hook of state which; a hook not configured counts as success. */
+static void node_run_hook(struct node *n, enum node_state which)
+{
+	_cleanup_(strv_freep) char **env = NULL;
+	const char *path = node_hook_path(n, which);
+	const char *name = node_hook_name(which);
+	int r;
+
+	node_set_state(n, which, "running %s for %s", name, n->run_version);
+	if (which == NODE_RUN_CONFIG || which == NODE_RUN_UPGRADE)
+		n->config_gen = n->hiera_gen;
+	if (!path || !*path) {
+		struct hook_result ok = { .output = "" };
+		log_fields(LOG_INFO, n->run_version, name, "no %s hook configured, skipping", name);
+		node_hook_finished(n, which, &ok);
+		return;
+	}
+	r = node_build_env(n, n->run_version, &env);
+	if (r >= 0)
+		node_hook_started(n, name);
+	if (r >= 0)
+		r = hook_spawn(n->event, name, path, env, n->opt.config->hook_timeout,
+			       n->run_version, node_on_run_hook, n, &n->run_hook);
+	if (r < 0) {
+		_cleanup_(buf_releasep) struct buf d = BUF_INIT;
+		struct hook_result bad = { .exit_code = 127 };
+		(void)buf_printf(&d, "cannot run %s hook '%s': %s", name, path, strerror(-r));
+		log_fields(LOG_ERR, n->run_version, name, "%s", buf_str(&d));
+		bad.output = buf_str(&d);
+		node_hook_ended(n, name, &bad);
+		node_hook_finished(n, which, &bad);
+	}
+}
+
+static void node_on_run_hook(struct hook *h, const struct hook_result *res, void *userdata)
+{
+	struct node *n = userdata;
+	enum node_state which = n->state;
+	_cleanup_(freep) char *what = hook_result_describe(res);
+
+	/* res points into the hook: free it only after the result was used. */
+	_cleanup_(hook_freep) struct hook *done = TAKE_PTR(n->run_hook);
+
+	log_fields(res->exit_code == 0 ? LOG_INFO : LOG_WARNING, n->run_version, hook_name(h),
+		   "hook '%s' %s", hook_name(h), or_none(what));
+	node_hook_ended(n, hook_name(h), res);
+	if (n->stopping) {
+		node_finish_stop(n);
+		return;
+	}
+	node_hook_finished(n, which, res);
+	/* The services hook may have waited for the config hook. */
+	node_try_services(n);
+}
+
+/* "exited with status 1" and the tail of the output, for the status detail. */
+static char *node_detail(const struct hook_result *res)
+{
+	_cleanup_(freep) char *what = hook_result_describe(res);
+	struct buf b = BUF_INIT;
+	const char *out = res->output ? res->output : "";
+	size_t len = strlen(out), room;
+
+	/* The detail keeps its last SCHEMA_DETAIL_MAX bytes: cut the output
+	 * here so that the reason in front survives a hook that printed a lot,
+	 * and never in the middle of a UTF-8 sequence. */
+	(void)buf_adds(&b, or_none(what));
+	room = SCHEMA_DETAIL_MAX > b.len + 1 ? SCHEMA_DETAIL_MAX - b.len - 1 : 0;
+	if (len > room) {
+		out += len - room;
+		while (*out && ((unsigned char)*out & 0xc0) == 0x80)
+			out++;
+	}
+	if (*out) {
+		(void)buf_addc(&b, '\n');
+		(void)buf_adds(&b, out);
+	}
+	return buf_detach(&b);
+}
+
+/* --- what an outcome writes ------------------------------------------------------------ */
+
+/* The failure txn gave the slot back (node_batch_failure). */
+static void node_slot_released(struct node *n)
+{
+	if (!n->releasing)
+		return;
+	n->releasing = false;
+	n->holding = false;
+	n->has_slot = false;
+	n->canary_run = false;
+}
+
+/* One more failed attempt at the run's rollout (a new rollout starts the
+ * count again); its status value says how many and since when. */
+static void node_count_failure(struct node *n, struct status_extra *x)
+{
+	if (!str_eq(n->fail_version, n->run_version) || n->fail_trigger != n->run_trigger) {
+		set_str(&n->fail_version, n->run_version);
+		n->fail_trigger = n->run_trigger;
+		n->attempts = 0;
+		n->first_failure = fleet_now();
+	}
+	n->attempts++;
+	*x = (struct status_extra){ .attempts = n->attempts, .first_failure = n->first_failure };
+}
+
+/* The failure record the budget counts (fleet_rollout.h): once per rollout,
+ * so a host failing again and again costs the fleet one event. */
+static int node_batch_failure(struct node *n, struct fleet_batch *b, const char *stage)
+{
+	const struct fleet_model *m = &n->model;
+	int r;
+
+	bool current = n->run_trigger > 0 && n->run_trigger == m->trigger &&
+		       str_eq(n->run_version, m->desired);
+	bool recorded = fleet_model_failed_here(m, false);
+
+	/* Under a failure budget a failed host gives its slot back, so that
+	 * the rollout goes on until the budget is spent; without one it keeps
+	 * it, and a failure stops the rollout where it is.  The failure that
+	 * spends the budget keeps its slot too: no other host may start
+	 * between it and the halt (node_check_budget, once this record is
+	 * seen). */
+	if (n->holding && current && m->policy_state == 1 &&
+	    rollout_policy_has_budget(&m->policy)) {
+		_cleanup_(freep) char *reason = NULL;
+		r = node_budget_exceeded(n, fleet_model_failures(m) + !recorded, &reason);
+		if (r == 0) {
+			if ((r = fleet_batch_release_holder(b, n->host)) < 0)
+				return r;
+			n->releasing = true;
+		}
+	}
+	if (!current || recorded)
+		return 0;
+	return fleet_batch_failure(b, n->host, n->run_version, n->run_trigger, n->attempts, stage);
+}
+
+/* A failed config (or upgrade) run: puppet/failed, and the node's services
+ * not healthy (published the first time; written only if they were healthy
+ * before).  One txn. */
+static void node_record_config_failure(struct node *n, int exit_code, const char *detail,
+				       const char *stage)
+{
+	_cleanup_(fleet_batch_freep) struct fleet_batch *b = NULL;
+	struct status_extra x;
+	int r;
+
+	node_count_failure(n, &x);
+	if ((r = fleet_batch_new(&n->fleet, &b)) < 0 ||
+	    (r = fleet_batch_status_extra(b, n->host, STATUS_PUPPET, STATE_FAILED, n->run_version,
+					  exit_code, detail, &x)) < 0 ||
+	    (r = node_batch_failure(n, b, stage)) < 0 ||
+	    (r = node_batch_services(n, b, false, false)) < 0 ||
+	    (r = fleet_batch_commit(b, NULL)) < 0) {
+		log_warnx("cannot set status puppet/failed: %s",
+			  r == -EINVAL ? strerror(-r) : node_etcd_error(n));
+		node_services_forget_pending(n);
+		n->releasing = false;
+		return;
+	}
+	node_services_committed(n);
+	node_slot_released(n);
+}
+
+/*
+ * The end of a run whose config succeeded: puppet/success and the validation
+ * state, with (on success) the running version, alive and the slot.  One txn.
+ * Returns 0 or the error (nothing written).
+ */
+static int node_record_end(struct node *n, const char *version, bool validated,
+			   int validation_code, const char *detail, const char *stage)
+{
+	_cleanup_(fleet_batch_freep) struct fleet_batch *b = NULL;
+	struct status_extra x = { 0 };
+	int r;
+
+	if (!validated)
+		node_count_failure(n, &x);
+	if ((r = fleet_batch_new(&n->fleet, &b)) < 0 ||
+	    (r = fleet_batch_status(b, n->host, STATUS_PUPPET, STATE_SUCCESS, version,
+				    n->config_exit_code, NULL)) < 0 ||
+	    (r = fleet_batch_status_extra(b, n->host, STATUS_VALIDATION,
+					  validated ? STATE_SUCCESS : STATE_FAILED, version,
+					  validation_code, detail, &x)) < 0 ||
+	    (r = node_batch_services(n, b, validated, false)) < 0)
+		goto fail;
+	if (!validated && (r = node_batch_failure(n, b, stage)) < 0)
+		goto fail;
+	if (validated) {
+		if ((r = fleet_batch_running_version(b, n->host, version, n->lease)) < 0 ||
+		    (r = fleet_batch_alive(b, n->host, version, (long)getpid(), n->lease)) < 0 ||
+		    (n->holding && (r = fleet_batch_release_holder(b, n->host)) < 0) ||
+		    (fleet_model_failed_here(&n->model, true) &&
+		     (r = fleet_batch_clear_failure(b, n->host)) < 0) ||
+		    (n->canary_run && n->run_trigger == n->model.trigger &&
+		     (r = fleet_batch_canary(b, n->host, version, n->run_trigger)) < 0))
+			goto fail;
+	}
+	if ((r = fleet_batch_commit(b, NULL)) < 0)
+		goto fail;
+	node_services_committed(n);
+	node_slot_released(n);
+	if (validated) {
+		set_str(&n->running_published, version);
+		n->holding = false;
+		n->has_slot = false;
+		n->canary_run = false;
+		n->attempts = 0;
+		set_str(&n->fail_version, NULL);
+	}
+	return 0;
+fail:
+	node_services_forget_pending(n);
+	n->releasing = false;
+	return r;
+}
+
+/* From idle: writes again what a successful run could not. */
+void node_retry_owed(struct node *n)
+{
+	if (!n->success_owed || !n->local)
+		return;
+	if (node_record_end(n, n->local, true, 0, NULL, NULL) < 0) {
+		log_warnx("cannot record the run at '%s': %s, will retry", n->local,
+			  node_etcd_error(n));
+		node_schedule_resync(n, USEC_PER_SEC);
+		return;
+	}
+	n->success_owed = false;
+	log_info("run at '%s' recorded", n->local);
+}
+
+/* The detail of a failed hook; past healthy_deadline, says so first. */
+static char *node_failure_detail(struct node *n, const struct hook_result *res,
+				 const char **ret_stage, const char *stage)
+{
+	_cleanup_(freep) char *detail = node_detail(res);
+	char *out = NULL;
+
+	*ret_stage = stage;
+	if (!n->deadline_passed)
+		return TAKE_PTR(detail);
+	*ret_stage = "deadline";
+	if (asprintf(&out, "healthy_deadline of %ld s passed, hook killed: %s",
+		     n->model.policy.healthy_deadline, or_none(detail)) < 0)
+		return TAKE_PTR(detail);
+	return out;
+}
+
+static void node_upgrade_done(struct node *n, const struct hook_result *res)
+{
+	if (res->exit_code != 0 || n->deadline_passed) {
+		const char *stage;
+		_cleanup_(freep) char *detail = node_failure_detail(n, res, &stage, "config");
+		node_record_config_failure(n, res->exit_code, detail, stage);
+		node_run_failed(n, n->deadline_passed ? "healthy_deadline" : "upgrade");
+		return;
+	}
+	node_run_hook(n, NODE_RUN_CONFIG);
+}
+
+static void node_config_done(struct node *n, const struct hook_result *res)
+{
+	enum status_state st;
+	char code[16];
+
+	snprintf(code, sizeof(code), "%d", res->exit_code);
+	st = res->signal || res->timed_out ? STATE_FAILED
+					   : status_from_result(STATUS_PUPPET, code);
+	/* The config hook saw the hiera file as it was when it started: a
+	 * services run for that same file would only repeat it. */
+	if (n->services_gen < n->config_gen)
+		n->services_gen = n->config_gen;
+	if (st != STATE_SUCCESS || n->deadline_passed) {
+		const char *stage;
+		_cleanup_(freep) char *detail = node_failure_detail(n, res, &stage, "config");
+		node_record_config_failure(n, res->exit_code, detail, stage);
+		node_run_failed(n, n->deadline_passed ? "healthy_deadline" : "config");
+		return;
+	}
+	n->config_exit_code = res->exit_code;
+	/* After the first config run the node's services are published (not
+	 * healthy until validation succeeds): this breaks the circular wait
+	 * of two nodes depending on each other.  Later runs change them only
+	 * at the end, and only if their value changed. */
+	if (!n->published)
+		(void)node_publish_services(n, false, false);
+	node_run_hook(n, NODE_RUN_VALIDATE);
+}
+
+static void node_validate_done(struct node *n, const struct hook_result *res)
+{
+	_cleanup_(freep) char *detail = NULL;
+	_cleanup_(freep) char *version = NULL;
+	bool ok = res->exit_code == 0 && !res->signal && !res->timed_out && !n->deadline_passed;
+	long bake = n->model.policy_state == 1 ? n->model.policy.min_healthy_time : 0;
+	int r;
+
+	if (!ok) {
+		const char *stage;
+		detail = node_failure_detail(n, res, &stage, "validation");
+		if (node_record_end(n, n->run_version, false, res->exit_code, detail, stage) < 0)
+			log_warnx("cannot set status validation/failed: %s",
+				  node_etcd_error(n));
+		n->validation_failed = true;
+		node_run_failed(n, n->deadline_passed ? "healthy_deadline" : "validation");
+		return;
+	}
+	node_timer_cancel(&n->deadline_timer);
+	if (!n->baked && bake > 0 && n->has_slot) {
+		/* min_healthy_time: the host keeps its slot (so the rollout
+		 * does not move on) and validates again at the end. */
+		n->baked = true;
+		node_set_state(n, NODE_BAKE, "validated %s, validating again in %ld s (min_healthy_time)",
+			       n->run_version, bake);
+		if (node_timer_arm(n, &n->run_timer, (uint64_t)bake * USEC_PER_SEC,
+				   node_on_bake_timer) >= 0)
+			return;
+	}
+	version = TAKE_PTR(n->run_version);
+	r = node_write_local(n, version);
+	if (r < 0) {
+		log_fields(LOG_ERR, version, NULL, "cannot write local version file '%s': %s",
+			   n->opt.local_version_file, strerror(-r));
+		n->run_version = TAKE_PTR(version);
+		node_run_failed(n, "local version file");
+		return;
+	}
+	/* The run succeeded whatever etcd says now; a failed write is owed and
+	 * retried from idle, or the fleet would never see this host at VERSION.
+	 * What a passing validate hook printed (the shipped one warns when no
+	 * check ran) goes into the detail too. */
+	if (res->output && *res->output)
+		detail = node_detail(res);
+	r = node_record_end(n, version, true, 0, detail, NULL);
+	n->success_owed = r < 0;
+	if (r < 0) {
+		log_fields(LOG_WARNING, version, NULL, "cannot record the run at '%s': %s, will retry",
+			   version, node_etcd_error(n));
+		set_str(&n->running_published, version);
+	}
+	n->validation_failed = false;
+	n->rerun = false;
+	n->failures = 0;
+	free(n->run_previous);
+	n->run_previous = NULL;
+	node_release_slot(n);
+	log_fields(LOG_NOTICE, version, NULL, "now at version '%s'", version);
+	node_set_state(n, NODE_IDLE, "idle at %s", version);
+	node_schedule_evaluate(n);
+}
+
+static int node_on_bake_timer(sd_event_source *s, uint64_t usec, void *userdata)
+{
+	struct node *n = userdata;
+	node_timer_cancel(&n->run_timer);
+	node_run_hook(n, NODE_RUN_VALIDATE);
+	return 0;
+}
+
+/* healthy_deadline: the run has not validated in time.  Its hook is killed
+ * (TERM, then KILL after the grace); its end counts as a failure. */
+static int node_on_healthy_deadline(sd_event_source *s, uint64_t usec, void *userdata)
+{
+	struct node *n = userdata;
+	node_timer_cancel(&n->deadline_timer);
+	if (!n->run_hook)
+		return 0;
+	n->deadline_passed = true;
+	log_fields(LOG_WARNING, n->run_version, NULL,
+		   "healthy_deadline of %ld s passed before validation: killing the hook",
+		   n->model.policy.healthy_deadline);
+	hook_kill(n->run_hook, SIGTERM);
+	return 0;
+}
+
+int node_on_run_timer(sd_event_source *s, uint64_t usec, void *userdata)
+{
+	struct node *n = userdata;
+	node_timer_cancel(&n->run_timer);
+	if (n->state == NODE_SPLAY)
+		n->splay_done = true;
+	node_schedule_evaluate(n);
+	return 0;
+}
+
+/* A failed run: capped exponential backoff with full jitter, then retry. */
+static void node_run_failed(struct node *n, const char *what)
+{
+	const struct config *cfg = n->opt.config;
+	_cleanup_(freep) char *version = TAKE_PTR(n->run_version);
+	uint64_t lo = sec_to_usec((double)cfg->retry_min), hi = lo;
+	uint64_t cap = sec_to_usec((double)cfg->retry_max);
+	uint64_t delay;
+
+	n->failures++;
+	node_timer_cancel(&n->deadline_timer);
+	n->deadline_passed = false;
+	if (n->once) {
+		log_fields(LOG_WARNING, version, NULL, "%s failed for '%s'", what, or_none(version));
+		node_once_finish(n, 1);
+		return;
+	}
+	for (unsigned i = 1; i < n->failures && hi < cap; i++)
+		hi *= 2;
+	if (hi > cap)
+		hi = cap;
+	if (hi < lo)
+		hi = lo;
+	delay = node_random_between(lo, hi);
+	node_set_state(n, NODE_BACKOFF, "%s failed for %s (%u\u00d7), retrying in %llu s", what,
+		       or_none(version), n->failures,
+		       (unsigned long long)((delay + USEC_PER_SEC / 2) / USEC_PER_SEC));
+	if (node_timer_arm(n, &n->run_timer, delay, node_on_run_timer) < 0)
+		node_schedule_evaluate(n);
+}
+
+/*
+ * The txn that moves the host to running carries the start guard
+ * (fleet_model_guard_start): it holds only while no failure record, halt,
+ * canary record, policy or pause was written and current_version did not
+ * move since the model's view.  Two hosts deciding on views a revision apart
+ * can no longer both start past a spent budget: the later txn fails, and the
+ * host decides again once its stream has brought what changed.  A retry
+ * writes no status (it keeps its failed one) and sends the guard alone.
+ */
+static int node_write_start(struct node *n, bool retry)
+{
+	_cleanup_(fleet_batch_freep) struct fleet_batch *b = NULL;
+	int r;
+
+	if ((r = fleet_batch_new(&n->fleet, &b)) < 0 ||
+	    (!retry && (r = fleet_batch_status(b, n->host, STATUS_PUPPET, STATE_RUNNING,
+					       n->run_version, 0, NULL)) < 0) ||
+	    (r = fleet_model_guard_start(&n->model, b)) < 0)
+		return r;
+	return fleet_batch_commit(b, NULL);
+}
+
+bool node_start_run(struct node *n)
+{
+	long deadline = n->model.policy_state == 1 ? n->model.policy.healthy_deadline : 0;
+	bool retry;
+	int r;
+
+	if (n->start_refused)
+		return false;	/* the change that refused it is not in the model yet */
+	/* A retry leaves the failed status in place, with its attempts: a
+	 * failure stays visible (and counted by get_failures) until a run
+	 * succeeds. */
+	retry = node_failed_here(n);
+	set_str(&n->run_version, n->model.desired);
+	r = node_write_start(n, retry);
+	if (r == -ECANCELED) {
+		n->start_refused = true;
+		log_info("the rollout of %s changed as this host was about to start: deciding again",
+			 n->model.desired);
+		return false;
+	}
+	n->splay_done = false;
+	n->baked = false;
+	n->deadline_passed = false;
+	set_str(&n->run_previous, n->local);
+	set_str(&n->pending_detail, NULL);
+	n->run_trigger = n->model.trigger;
+	if (r < 0) {
+		/* Without puppet/running the fleet could not see the run: retry. */
+		log_warnx("cannot set puppet/running: %s", node_etcd_error(n));
+		node_run_failed(n, "status update");
+		return true;
+	}
+	if (retry)
+		log_fields(LOG_INFO, n->run_version, NULL,
+			   "attempt %ld at %s (failed since %lld)", n->attempts + 1, n->run_version,
+			   (long long)n->first_failure);
+	if (n->hiera_error)
+		node_write_hiera(n);
+	if (n->hiera_error) {
+		/* The config run would read a stale catalog: fail it, visibly. */
+		node_record_config_failure(n, -1, n->hiera_error, "config");
+		node_run_failed(n, "hiera file");
+		return true;
+	}
+	if (deadline > 0 &&
+	    node_timer_arm(n, &n->deadline_timer, (uint64_t)deadline * USEC_PER_SEC,
+			   node_on_healthy_deadline) < 0)
+		log_warnx("cannot arm the healthy_deadline timer");
+	node_run_hook(n, n->opt.config->hook_upgrade && *n->opt.config->hook_upgrade
+				 ? NODE_RUN_UPGRADE : NODE_RUN_CONFIG);
+	return true;
+}

@@ -1,0 +1,300 @@
+/*
+ * node_sync.c — the node's view of the fleet: one read, then one stream.
+ *
+ * A sync reads the fleet model (fleet_model.h) at one revision — desired
+ * version, pauses, rollout, catalog — writes the hiera file, and opens ONE
+ * watch stream from the next revision carrying every range the model follows.
+ * From then on each event is applied to the model in memory, so a trigger or a
+ * catalog change costs the node no read at all, and etcd holds one stream per
+ * node (~90 KiB) instead of one per range.
+ *
+ * What an error means.  A failed or implausible read of current_version never
+ * starts a run (the model's desired_known stays false); a failed read never
+ * touches the hiera file.  A compaction of the resume revision, or any other
+ * watch error, leads to a full resync: read everything again at one revision
+ * and open a new stream from there; nothing else can say what was missed.  A
+ * change of what the node watches (a reload changing node.consumes, depends
+ * or the group) is a resync too: the new model is read whole, so no event of
+ * the old or the new ranges is lost.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <syslog.h>
+#include <unistd.h>
+#include <systemd/sd-daemon.h>
+
+#include "base/cleanup.h"
+#include "config/config.h"
+#include "base/exitcode.h"
+#include "base/log.h"
+#include "node_internal.h"
+
+/* Retry of a failed registration or sync: doubling from 1 s up to this. */
+#define RESYNC_MAX_SEC 30
+/* --once: tries to reach etcd (1 s, then 2 s apart) before exit 69. */
+#define ONCE_SYNC_ATTEMPTS 3
+
+uint64_t node_watch_idle_ms(struct node *n)
+{
+	long s = n->opt.config->watch_idle;
+	return s > 0 ? (uint64_t)s * 1000 : 0;
+}
+
+void node_stop_watches(struct node *n)
+{
+	n->stream = etcd_watch_stop(n->stream);
+	node_unwatch_stage(n);
+}
+
+void node_on_watch_error(struct etcd_watch *w, int error, int64_t compact, void *userdata)
+{
+	struct node *n = userdata;
+	if (error == -ESTALE)
+		log_warnx("watch revision compacted (compacted at %lld), reading everything again",
+			  (long long)compact);
+	else
+		log_warnx("watch failed: %s, reading everything again", strerror(-error));
+	/* Stopping the watches here would re-enter libcurl: leave it to the
+	 * resync, which runs from the loop. */
+	node_schedule_resync(n, error == -ESTALE ? 0 : USEC_PER_SEC);
+}
+
+/* Every event of the stream: applied to the model, then what changed decides
+ * what runs next — an evaluation, a debounced hiera write, or both. */
+static int node_on_stream_events(const struct etcd_event *ev, size_t count, int64_t revision,
+				 void *userdata)
+{
+	struct node *n = userdata;
+	_cleanup_(freep) char *was = n->model.desired ? strdup(n->model.desired) : NULL;
+	bool was_known = n->model.desired_known;
+	unsigned changed = 0;
+	int r;
+
+	if (count == 0)
+		return 0;
+	r = fleet_model_apply(&n->model, ev, count, &changed);
+	if (r < 0) {
+		log_warnx("cannot apply watch events: %s, reading everything again", strerror(-r));
+		node_schedule_resync(n, 0);
+		return 0;
+	}
+	if (changed & MODEL_VERSION) {
+		if (!n->model.desired_known)
+			log_warnx("current_version holds an implausible value, ignoring it until it is valid");
+		else if (!n->model.desired)
+			log_warnx("current_version was deleted: no desired version");
+		else if (!str_eq(was, n->model.desired) || !was_known) {
+			log_fields(LOG_INFO, n->model.desired, NULL,
+				   "desired version is now '%s' (was '%s')", n->model.desired,
+				   or_none(was));
+			/* A new version is a new target: retry at once, from
+			 * the start of the backoff. */
+			n->failures = 0;
+			if (n->state == NODE_BACKOFF || n->state == NODE_HALTED)
+				node_timer_cancel(&n->run_timer);
+		}
+	}
+	/* Whatever refused a start has arrived, or is on its way: decide again. */
+	n->start_refused = false;
+	if (changed & MODEL_CATALOG)
+		node_catalog_changed(n);
+	if (changed)
+		node_schedule_evaluate(n);
+	return 0;
+}
+
+/* At the first sync: a run this daemon was doing when it died is recorded as
+ * failed and repeated; a failed validation is remembered across restarts. */
+static void node_check_interrupted(struct node *n)
+{
+	enum status_state st = STATE_INVALID;
+	const char *desired = n->model.desired;
+
+	if (fleet_get_status(&n->fleet, n->host, STATUS_PUPPET, &st, NULL) >= 0 &&
+	    st == STATE_RUNNING) {
+		log_warnx("found this host's puppet/running from an earlier run: it was interrupted");
+		node_status(n, STATUS_PUPPET, STATE_FAILED, desired, -1, "interrupted");
+		n->rerun = true;
+	}
+	st = STATE_INVALID;
+	if (fleet_get_status(&n->fleet, n->host, STATUS_VALIDATION, &st, NULL) >= 0) {
+		if (st == STATE_RUNNING) {
+			node_status(n, STATUS_VALIDATION, STATE_FAILED, desired, -1, "interrupted");
+			n->validation_failed = true;
+		} else if (st == STATE_FAILED) {
+			n->validation_failed = true;
+		}
+		n->services_healthy = st == STATE_SUCCESS;
+	}
+	/* A host that failed at this rollout before the restart is still
+	 * failed: its retry keeps the failed status, and the count goes on. */
+	_cleanup_(rollout_record_releasep) struct rollout_record rec = { 0 };
+	if (fleet_model_own_failure(&n->model, &rec)) {
+		set_str(&n->fail_version, rec.version);
+		n->fail_trigger = rec.trigger;
+		n->attempts = rec.attempts > 0 ? rec.attempts : 1;
+		n->first_failure = rec.time;
+	}
+}
+
+static int node_start_stream(struct node *n)
+{
+	_cleanup_(freep) struct etcd_watch_range *ranges = NULL;
+	size_t count;
+	int r;
+
+	if ((r = fleet_model_ranges(&n->model, &ranges, &count)) < 0)
+		return r;
+	return etcd_watch_start_ranges(n->etcd, ranges, count, node_watch_idle_ms(n),
+				       node_on_stream_events, node_on_watch_error, n, &n->stream);
+}
+
+/* The services this node follows: node.consumes and the services of
+ * node.depends, or NULL (the whole catalog) without node.consumes. */
+static int node_consumed(struct node *n, char ***ret)
+{
+	const struct config *cfg = n->opt.config;
+	_cleanup_(strv_freep) char **v = NULL;
+	size_t k = 0, max = cfg->n_depends + 1;
+
+	*ret = NULL;
+	if (!cfg->consumes)
+		return 0;
+	for (size_t i = 0; cfg->consumes[i]; i++)
+		max++;
+	if (!(v = calloc(max, sizeof(char *))))
+		return -ENOMEM;
+	for (size_t i = 0; cfg->consumes[i]; i++)
+		if (!(v[k++] = strdup(cfg->consumes[i])))
+			return -ENOMEM;
+	for (size_t i = 0; i < cfg->n_depends; i++)
+		if (!(v[k++] = strdup(cfg->depends[i].service)))
+			return -ENOMEM;
+	*ret = TAKE_PTR(v);
+	return 0;
+}
+
+/*
+ * Reads the model at one revision, writes the hiera file, and watches from
+ * the next revision on one stream.  Returns 0 or the error (the caller
+ * retries).  On error the model keeps what it held: a failed read is never
+ * taken as an empty catalog or an unset version.
+ */
+static int node_sync(struct node *n)
+{
+	_cleanup_(fleet_model_release) struct fleet_model fresh = { 0 };
+	_cleanup_(strv_freep) char **consumed = NULL;
+	int r;
+
+	node_stop_watches(n);
+	if ((r = node_consumed(n, &consumed)) < 0 ||
+	    (r = fleet_model_init(&fresh, n->fleet.prefix, n->host, n->opt.config->group,
+				  consumed)) < 0)
+		return r;
+	r = fleet_model_read(&n->fleet, &fresh);
+	if (r < 0)
+		return r;
+	if (!str_eq(fresh.desired, n->model.desired) || !n->model.desired_known)
+		log_fields(LOG_INFO, fresh.desired, NULL, "desired version '%s', local version '%s'",
+			   or_none(fresh.desired), or_none(n->local));
+	fleet_model_release(&n->model);
+	n->model = fresh;
+	n->start_refused = false;
+	fresh = (struct fleet_model){ 0 };
+	node_write_hiera(n);
+
+	r = node_start_stream(n);
+	if (r < 0) {
+		node_stop_watches(n);
+		return r;
+	}
+	return 0;
+}
+
+/* Registers (once) and syncs; returns 0 or the error. */
+static int node_resync(struct node *n)
+{
+	int r;
+
+	if (!n->registered && (r = node_register(n)) < 0)
+		return r;
+	if ((r = node_sync(n)) < 0)
+		return r;
+	if (!n->synced) {
+		n->synced = true;
+		node_check_interrupted(n);
+		/* The node ran its config here before: its services are
+		 * offered again under the new lease. */
+		if (n->local && !n->published)
+			(void)node_publish_services(n, n->services_healthy, true);
+		_cleanup_(freep) char *marker = node_services_marker(n);
+		if (marker && access(marker, F_OK) == 0) {
+			log_warnx("the services hook was interrupted by the last stop: running it again");
+			n->hiera_gen++;
+		}
+		/* The local version is the one whose run and validation last
+		 * succeeded here, and the host runs it until a new run ends:
+		 * put running_version again under the new lease (the old one
+		 * may have expired while the daemon was down), unless the last
+		 * run was interrupted or its validation failed. */
+		if (n->local && !n->running_published && !n->rerun && !n->validation_failed) {
+			int k = fleet_set_running_version(&n->fleet, n->host, n->local, n->lease);
+			set_str(&n->running_published, n->local);
+			if (k < 0) {
+				n->success_owed = true;
+				log_warnx("cannot put running_version %s: %s, will retry", n->local,
+					  node_etcd_error(n));
+			}
+		}
+		if (!n->once)
+			(void)sd_notify(false, "READY=1");
+	}
+	return 0;
+}
+
+static int node_on_resync(sd_event_source *s, uint64_t usec, void *userdata)
+{
+	struct node *n = userdata;
+	unsigned k;
+	uint64_t delay;
+
+	node_timer_cancel(&n->resync);
+	if (n->stopping)
+		return 0;
+	if (node_resync(n) >= 0) {
+		n->resync_failures = 0;
+		node_schedule_evaluate(n);
+		return 0;
+	}
+	/* --once is run from cron: a run that cannot reach etcd gives up
+	 * after a few tries, each bounded by etcd.timeout, rather than pile up
+	 * behind the next one. */
+	if (n->once && !n->synced && n->resync_failures + 1 >= ONCE_SYNC_ATTEMPTS) {
+		log_warnx("--once: cannot reach etcd after %u attempts: %s", ONCE_SYNC_ATTEMPTS,
+			  node_etcd_error(n));
+		n->resync_failures++;
+		node_once_finish(n, EXIT_UNAVAILABLE);
+		return 0;
+	}
+	/* Doubling from 1 s, capped; the last error says why. */
+	k = n->resync_failures < 5 ? n->resync_failures : 5;
+	delay = USEC_PER_SEC << k;
+	if (delay > RESYNC_MAX_SEC * USEC_PER_SEC)
+		delay = RESYNC_MAX_SEC * USEC_PER_SEC;
+	n->resync_failures++;
+	log_warnx("%s failed: %s, retrying in %llu s", n->registered ? "sync" : "registration",
+		  node_etcd_error(n), (unsigned long long)(delay / USEC_PER_SEC));
+	if (!n->synced)
+		node_set_state(n, NODE_STARTING, "cannot reach etcd: %s", node_etcd_error(n));
+	if (node_timer_arm(n, &n->resync, delay, node_on_resync) < 0)
+		log_warnx("cannot arm the resync timer");
+	return 0;
+}
+
+void node_schedule_resync(struct node *n, uint64_t delay_usec)
+{
+	if (n->resync || n->stopping)
+		return;
+	(void)node_timer_arm(n, &n->resync, delay_usec, node_on_resync);
+}
