@@ -168,6 +168,11 @@ tests/unit/test_hook: tests/unit/test_hook.c tests/unit/tap.h orchestrate/hook/h
 check: all $(UNIT_TESTS)
 	prove -v $(UNIT_TESTS) tests/t[0-9]*.sh
 
+# The layers of the tree (README.md, "Layout"): what each folder may include
+# and call; known breaks are listed in scripts/layers-pending.
+check-layers:
+	scripts/check-layers
+
 check-unit: $(UNIT_TESTS)
 	prove $(UNIT_TESTS)
 
@@ -276,7 +281,7 @@ clean:
 	rm -f $(PROGRAMS) liborchestrate.a orchestrate/*/*.o $(UNIT_TESTS) $(BUILD_FLAGS)
 	rm -rf tests/trash.* $(FUZZ_BUILD) bench/out.spawn_cost
 
-.PHONY: all check check-unit bench bench-spawn demo lint-man print-version fuzz fuzz-build install clean FORCE
+.PHONY: all check check-layers check-unit bench bench-spawn demo lint-man print-version fuzz fuzz-build install clean FORCE
 FORCE:
 .DELETE_ON_ERROR:
 
