@@ -76,6 +76,7 @@ LIB_OBJS = \
 	orchestrate/fleet/fleet_model.o \
 	orchestrate/fleet/fleet_rollout.o \
 	orchestrate/fleet/fleet_wait.o \
+	orchestrate/fleet/catalog.o \
 	orchestrate/output/hiera.o \
 	orchestrate/output/render.o \
 	orchestrate/config/config.o \

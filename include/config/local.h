@@ -17,7 +17,7 @@
 #include <stddef.h>
 
 #include "config/config.h"
-#include "output/hiera.h"
+#include "fleet/catalog.h"
 
 /* --- the local version file --------------------------------------------------- */
 

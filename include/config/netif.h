@@ -7,7 +7,7 @@
 
 #include <stddef.h>
 
-#include "output/hiera.h"
+#include "fleet/catalog.h"
 
 /*
  * Every IPv4 address of every interface that is up and not a loopback

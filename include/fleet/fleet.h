@@ -23,7 +23,7 @@
 #include <stdint.h>
 
 #include "etcd/etcd.h"
-#include "output/hiera.h"
+#include "fleet/catalog.h"
 #include "fleet/schema.h"
 
 struct fleet {

@@ -29,7 +29,7 @@
 #include "etcd/etcd.h"
 #include "fleet/fleet.h"
 #include "fleet/fleet_rollout.h"
-#include "output/hiera.h"
+#include "fleet/catalog.h"
 
 /* What an applied batch of events changed (fleet_model_apply's mask). */
 enum {

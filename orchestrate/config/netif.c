@@ -19,7 +19,7 @@
 
 #include "base/address.h"
 #include "base/cleanup.h"
-#include "output/hiera.h"
+#include "fleet/catalog.h"
 #include "config/netif.h"
 #include "fleet/schema.h"
 

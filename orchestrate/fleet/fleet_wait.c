@@ -29,7 +29,7 @@
 #include "etcd/etcd.h"
 #include "fleet/fleet.h"
 #include "fleet/fleet_rollout.h"
-#include "output/hiera.h"
+#include "fleet/catalog.h"
 #include "fleet/schema.h"
 #include "base/strv.h"
 
