@@ -50,11 +50,25 @@ test_expect_success 'services are published, healthy, and reach every hiera file
 	grep -q "healthy_services::common::eth0" n2/services.yaml
 '
 
+# newest_write PREFIX — the highest mod revision of the keys below PREFIX.
+newest_write () {
+	etcdctl_ get --prefix "$1" -w json | python3 -c '
+import json, sys
+kvs = json.load(sys.stdin).get("kvs") or []
+print(max([int(kv["mod_revision"]) for kv in kvs] or [0]))'
+}
+
 test_expect_success 'a second version runs again with the previous version set' '
+	test -n "$(etcdctl_keys /available_services/)" &&
+	before=$(newest_write /) &&
 	etcdctl_put /current_version v2 &&
 	wait_for "node_at n1 v2 && node_at n2 v2 && node_at n3 v2" 20 &&
 	grep -qx "ORCHESTRATE_PREVIOUS_VERSION=v1" n2/hook.env &&
-	! running_at n1 v1 && ! running_at n2 v1 && ! running_at n3 v1
+	! running_at n1 v1 && ! running_at n2 v1 && ! running_at n3 v1 &&
+	# a successful rollout leaves the catalog alone: no address and no
+	# health changed, so no entry is written and no consumer gets an event
+	test "$(newest_write /available_services/)" -le "$before" &&
+	! etcdctl_get /available_services/svc-n1/n1 | grep -q version
 '
 
 test_expect_success 'an implausible current_version starts no run' '

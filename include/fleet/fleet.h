@@ -112,11 +112,12 @@ int fleet_decommission(struct fleet *f, const char *host);
 
 /* --- services -------------------------------------------------------------- */
 
-/* Puts available_services/SERVICE/HOST {"addresses":{…},"healthy":…,"version":…}
- * under lease (0: none). */
+/* Puts available_services/SERVICE/HOST {"addresses":{…},"healthy":…} under
+ * lease (0: none).  An entry says where a service is and whether it is
+ * healthy; the version its host runs is running_version/HOST's. */
 int fleet_publish_service(struct fleet *f, const char *service, const char *host,
 			  const struct catalog_entry *addresses, size_t n_addresses,
-			  bool healthy, const char *version, int64_t lease);
+			  bool healthy, int64_t lease);
 int fleet_unpublish_service(struct fleet *f, const char *service, const char *host);
 /* Reads the whole catalog at one revision (0: newest). */
 int fleet_read_catalog(struct fleet *f, int64_t revision, struct catalog *ret);
@@ -291,7 +292,7 @@ int fleet_batch_commit(struct fleet_batch *b, int64_t *ret_revision);
  * address.  A node compares it with what it published to write only changes. */
 int fleet_service_value(const char *service, const char *host,
 			const struct catalog_entry *addresses, size_t n_addresses, bool healthy,
-			const char *version, char **ret);
+			char **ret);
 
 /* --- the fleet at a glance --------------------------------------------------- */
 

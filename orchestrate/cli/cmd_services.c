@@ -156,7 +156,7 @@ static int cmd_publish_service(struct cli *cli, int argc, char **argv)
 		return cli_fleet_error(cli, r, "cannot grant a lease");
 	for (size_t i = 0; services[i]; i++) {
 		r = fleet_publish_service(f, services[i], cli->opt->hostname, addrs->v, addrs->n,
-					  validation == STATE_SUCCESS, local, lease);
+					  validation == STATE_SUCCESS, lease);
 		if (r < 0) {
 			_cleanup_(freep) char *what = NULL;
 			if (asprintf(&what, "cannot publish '%s'", services[i]) < 0)

@@ -856,17 +856,19 @@ int fleet_decommission(struct fleet *f, const char *host)
 /* --- services ---------------------------------------------------------------------- */
 
 /*
- * The value maps each interface to one address; when an interface is given twice
- * the first address is kept, since the format has room for one.
+ * The value of available_services/SERVICE/HOST: its addresses and its health,
+ * nothing else.  The version a host runs is running_version/HOST's: were it
+ * here too, every rollout would rewrite every entry and send each consumer an
+ * event per host although no address and no health changed.  The value maps
+ * each interface to one address; when an interface is given twice the first
+ * address is kept, since the format has room for one.  -EINVAL for a bad name
+ * or address.
  */
-/* The value of available_services/SERVICE/HOST; -EINVAL for a bad name or
- * address. */
 static int service_value(const char *service, const char *host,
 			 const struct catalog_entry *addresses, size_t n_addresses, bool healthy,
-			 const char *version, char **ret)
+			 char **ret)
 {
-	if (!name_ok(service) || !name_ok(host) || !optional_name_ok(version) ||
-	    (n_addresses && !addresses))
+	if (!name_ok(service) || !name_ok(host) || (n_addresses && !addresses))
 		return -EINVAL;
 	for (size_t i = 0; i < n_addresses; i++)
 		if (!name_ok(addresses[i].iface) || !address_valid(addresses[i].address))
@@ -874,7 +876,6 @@ static int service_value(const char *service, const char *host,
 
 	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
 	cJSON *addrs;
-	int r;
 
 	if (!obj)
 		return -ENOMEM;
@@ -889,17 +890,15 @@ static int service_value(const char *service, const char *host,
 	}
 	if (!cJSON_AddBoolToObject(obj, "healthy", healthy))
 		return -ENOMEM;
-	if ((r = json_add_string(obj, "version", version)) < 0)
-		return r;
 	return json_print(obj, ret);
 }
 
 int fleet_publish_service(struct fleet *f, const char *service, const char *host,
 			  const struct catalog_entry *addresses, size_t n_addresses,
-			  bool healthy, const char *version, int64_t lease)
+			  bool healthy, int64_t lease)
 {
 	_cleanup_(freep) char *key = NULL, *value = NULL;
-	int r = service_value(service, host, addresses, n_addresses, healthy, version, &value);
+	int r = service_value(service, host, addresses, n_addresses, healthy, &value);
 	if (r < 0)
 		return r;
 	if (!(key = key_service(fleet_prefix(f), service, host)))
@@ -2163,9 +2162,9 @@ int fleet_batch_commit(struct fleet_batch *b, int64_t *ret_revision)
 
 int fleet_service_value(const char *service, const char *host,
 			const struct catalog_entry *addresses, size_t n_addresses, bool healthy,
-			const char *version, char **ret)
+			char **ret)
 {
-	return service_value(service, host, addresses, n_addresses, healthy, version, ret);
+	return service_value(service, host, addresses, n_addresses, healthy, ret);
 }
 
 /* --- the connection, for the command line ---------------------------------------- */

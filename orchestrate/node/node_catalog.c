@@ -241,7 +241,6 @@ int node_batch_services(struct node *n, struct fleet_batch *b, bool healthy, boo
 	_cleanup_(strv_freep) char **values = NULL;
 	struct catalog_entry *addrs = NULL;
 	size_t n_addrs = 0, count = 0;
-	const char *version = n->local ? n->local : n->run_version;
 	int r;
 
 	node_services_forget_pending(n);
@@ -259,8 +258,7 @@ int node_batch_services(struct node *n, struct fleet_batch *b, bool healthy, boo
 	}
 	r = 0;
 	for (size_t i = 0; i < count && r >= 0; i++) {
-		r = fleet_service_value(services[i], n->host, addrs, n_addrs, healthy, version,
-					&values[i]);
+		r = fleet_service_value(services[i], n->host, addrs, n_addrs, healthy, &values[i]);
 		if (r < 0)
 			break;
 		if (!force && str_eq(values[i], published_value(n, services[i])))
