@@ -68,6 +68,7 @@ LIB_OBJS = \
 	orchestrate/base/fileio.o \
 	orchestrate/base/address.o \
 	orchestrate/base/utf8.o \
+	orchestrate/base/backoff.o \
 	orchestrate/etcd/etcd.o \
 	orchestrate/etcd/etcd_watch.o \
 	orchestrate/fleet/schema.o \
@@ -116,7 +117,8 @@ UNIT_TESTS = \
 	tests/unit/test_wait \
 	tests/unit/test_etcd_range \
 	tests/unit/test_hook_proto \
-	tests/unit/test_fleet_model
+	tests/unit/test_fleet_model \
+	tests/unit/test_backoff
 
 # The binaries go to bin/: orchestrate/ is the source folder, and a file cannot
 # share its name at the top of the tree.

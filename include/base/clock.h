@@ -37,5 +37,7 @@ static inline int64_t clock_unix(void)
 #define CLOCK_DEADLINE_NOW ((uint64_t)0)
 #define CLOCK_DEADLINE_NEVER UINT64_MAX
 uint64_t clock_deadline_ms(double secs);
+/* Sleeps ms milliseconds (less when a signal arrives). */
+void clock_sleep_ms(uint64_t ms);
 
 #endif

@@ -22,3 +22,9 @@ uint64_t clock_deadline_ms(double secs)
 		return CLOCK_DEADLINE_NEVER;
 	return clock_msec(CLOCK_MONOTONIC) + (uint64_t)(secs * 1000.0) + 1;
 }
+
+void clock_sleep_ms(uint64_t ms)
+{
+	struct timespec ts = { (time_t)(ms / MSEC_PER_SEC), (long)(ms % MSEC_PER_SEC) * 1000000L };
+	nanosleep(&ts, NULL);
+}

@@ -19,6 +19,7 @@
 #include <unistd.h>
 #include <sys/ioctl.h>
 
+#include "base/backoff.h"
 #include "base/buf.h"
 #include "base/cleanup.h"
 #include "base/clock.h"
@@ -317,8 +318,9 @@ static int status_watch(struct cli *cli, struct fleet *f, struct status_draw *d)
 {
 	_cleanup_(fleet_view_releasep) struct fleet_view v = { 0 };
 	_cleanup_(freep) char *banner = NULL;
+	static const struct backoff b = { MSEC_PER_SEC, 30 * MSEC_PER_SEC, MSEC_PER_SEC / 2 };
 	int64_t revision = 0;
-	unsigned delay = 1;
+	unsigned failures = 0;
 	int r;
 
 	for (;;) {
@@ -343,8 +345,7 @@ static int status_watch(struct cli *cli, struct fleet *f, struct status_draw *d)
 				cli_warn("%s", banner);
 			else if ((r = status_draw(cli, f, d, &v)))
 				return r;
-			sleep(delay);
-			delay = delay < 16 ? delay * 2 : 30;
+			clock_sleep_ms(backoff_delay(&b, ++failures));
 			continue;
 		}
 		fleet_view_release(&v);
@@ -354,7 +355,7 @@ static int status_watch(struct cli *cli, struct fleet *f, struct status_draw *d)
 		free(banner);
 		banner = NULL;
 		d->banner = NULL;
-		delay = 1;
+		failures = 0;
 		revision = v.revision;
 		heard_now(d, revision);
 		if ((r = status_draw(cli, f, d, &v)))

@@ -37,6 +37,7 @@
 #include <sys/epoll.h>
 
 #include "base/base64.h"
+#include "base/backoff.h"
 #include "base/cleanup.h"
 #include "etcd/etcd.h"
 #include "etcd_internal.h"
@@ -401,10 +402,10 @@ static void watch_schedule_reconnect(struct etcd_watch *w)
 	w->endpoint = (w->endpoint + 1) % c->n_endpoints;
 	uint64_t delay = 0;
 	if (!established) {
-		unsigned shift = w->failures < 6 ? w->failures : 6;
-		delay = (uint64_t)RECONNECT_MIN_MS << shift;
-		if (delay > RECONNECT_MAX_MS)
-			delay = RECONNECT_MAX_MS;
+		/* Every stream of a fleet drops at once when etcd restarts:
+		 * the jitter spreads their reconnects. */
+		static const struct backoff b = { 2 * RECONNECT_MIN_MS, RECONNECT_MAX_MS, 0 };
+		delay = backoff_delay(&b, w->failures);
 	}
 	w->reconnect_at = etcd_now_ms() + delay;
 	/* Without its timer the watch would never come back: say so to the

@@ -30,6 +30,7 @@
 #include <cjson/cJSON.h>
 
 #include "base/address.h"
+#include "base/backoff.h"
 #include "base/buf.h"
 #include "base/cleanup.h"
 #include "base/clock.h"
@@ -282,12 +283,12 @@ int fleet_current_version(struct fleet *f, char **ret_version, int64_t *ret_revi
 	return 1;
 }
 
+/* Between two lost compares of one writer: the other writers lost too, and
+ * the jitter keeps them from meeting again. */
 static void backoff(int attempt)
 {
-	long ms = TRIGGER_BACKOFF_MS * attempt;
-	ms = ms / 2 + random() % (ms / 2 + 1);
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-	nanosleep(&ts, NULL);
+	static const struct backoff b = { TRIGGER_BACKOFF_MS, 16 * TRIGGER_BACKOFF_MS, 0 };
+	clock_sleep_ms(backoff_delay(&b, (unsigned)attempt));
 }
 
 /*

@@ -45,9 +45,9 @@
 #include <syslog.h>
 #include <time.h>
 #include <unistd.h>
-#include <sys/random.h>
 #include <systemd/sd-daemon.h>
 
+#include "base/backoff.h"
 #include "base/buf.h"
 #include "base/cleanup.h"
 #include "base/clock.h"
@@ -86,22 +86,6 @@ const char *node_state_name(enum node_state s)
 }
 
 /* --- small helpers --------------------------------------------------------------- */
-
-static uint64_t random_u64(void)
-{
-	uint64_t v;
-	if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != sizeof(v))
-		v = ((uint64_t)rand() << 32) ^ (uint64_t)rand() ^ (uint64_t)time(NULL);
-	return v;
-}
-
-/* A uniformly random delay in [lo, hi] microseconds. */
-uint64_t node_random_between(uint64_t lo, uint64_t hi)
-{
-	if (hi <= lo)
-		return lo;
-	return lo + random_u64() % (hi - lo + 1);
-}
 
 uint64_t sec_to_usec(double s)
 {
@@ -442,7 +426,7 @@ static bool node_evaluate_run(struct node *n)
 
 	if (n->opt.config->splay > 0 && !n->splay_done) {
 		_cleanup_(freep) char *line = NULL, *detail = NULL;
-		uint64_t delay = node_random_between(0, sec_to_usec((double)n->opt.config->splay));
+		uint64_t delay = random_between(0, sec_to_usec((double)n->opt.config->splay));
 		if (asprintf(&detail, "splay before the run for %s", n->model.desired) < 0 ||
 		    asprintf(&line, "splay %.1f s before config for %s",
 			     (double)delay / (double)USEC_PER_SEC, n->model.desired) < 0)

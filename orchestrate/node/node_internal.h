@@ -145,7 +145,6 @@ void node_finish_stop(struct node *n);
 int node_timer_arm(struct node *n, sd_event_source **s, uint64_t delay_usec,
 		   sd_event_time_handler_t fn);
 void node_timer_cancel(sd_event_source **s);
-uint64_t node_random_between(uint64_t lo, uint64_t hi);
 uint64_t sec_to_usec(double s);
 void set_str(char **p, const char *s);
 bool str_eq(const char *a, const char *b);

@@ -13,6 +13,7 @@
 #include <syslog.h>
 #include <unistd.h>
 
+#include "base/backoff.h"
 #include "base/cleanup.h"
 #include "config/config.h"
 #include "base/log.h"
@@ -95,11 +96,12 @@ static int node_on_keepalive(sd_event_source *s, uint64_t usec, void *userdata)
 		n->lease_ttl = (long)ttl;
 	next = node_keepalive_interval(n);
 	if (r < 0) {
-		/* Try again sooner: two more misses still fit in the TTL. */
+		/* Try again sooner: two more misses still fit in the TTL.
+		 * Jittered, so that nodes that missed together (a slow etcd)
+		 * do not all come back in the same instant. */
 		log_warnx("lease keepalive failed: %s", node_etcd_error(n));
 		next = next / 3 < USEC_PER_SEC ? next / 3 : USEC_PER_SEC;
-		if (next < USEC_PER_SEC / 4)
-			next = USEC_PER_SEC / 4;
+		next = random_between(USEC_PER_SEC / 4, next > USEC_PER_SEC / 4 ? next : USEC_PER_SEC / 4);
 	} else if (ttl <= 0) {
 		int64_t lease;
 		long want = n->opt.config->lease_ttl;
@@ -108,7 +110,7 @@ static int node_on_keepalive(sd_event_source *s, uint64_t usec, void *userdata)
 		r = etcd_lease_grant(n->etcd, want, &lease);
 		if (r < 0) {
 			log_warnx("cannot grant a lease: %s", node_etcd_error(n));
-			next = USEC_PER_SEC;
+			next = random_between(USEC_PER_SEC / 2, 3 * USEC_PER_SEC / 2);
 		} else {
 			n->lease = lease;
 			n->lease_ttl = want;
@@ -122,7 +124,7 @@ static int node_on_keepalive(sd_event_source *s, uint64_t usec, void *userdata)
 		 * at each tick. */
 		if (node_put_leased_keys(n) < 0) {
 			log_warnx("cannot register again: %s", node_etcd_error(n));
-			next = USEC_PER_SEC;
+			next = random_between(USEC_PER_SEC / 2, 3 * USEC_PER_SEC / 2);
 		} else {
 			n->keys_lost = false;
 			log_info("registered again with lease %llx", (unsigned long long)n->lease);

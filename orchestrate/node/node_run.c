@@ -33,6 +33,7 @@
 #include <syslog.h>
 #include <unistd.h>
 
+#include "base/backoff.h"
 #include "base/buf.h"
 #include "base/cleanup.h"
 #include "config/config.h"
@@ -557,8 +558,9 @@ static void node_run_failed(struct node *n, const char *what)
 {
 	const struct config *cfg = n->opt.config;
 	_cleanup_(freep) char *version = TAKE_PTR(n->run_version);
-	uint64_t lo = sec_to_usec((double)cfg->retry_min), hi = lo;
-	uint64_t cap = sec_to_usec((double)cfg->retry_max);
+	const struct backoff b = { sec_to_usec((double)cfg->retry_min),
+				   sec_to_usec((double)cfg->retry_max),
+				   sec_to_usec((double)cfg->retry_min) };
 	uint64_t delay;
 
 	n->failures++;
@@ -569,13 +571,7 @@ static void node_run_failed(struct node *n, const char *what)
 		node_once_finish(n, 1);
 		return;
 	}
-	for (unsigned i = 1; i < n->failures && hi < cap; i++)
-		hi *= 2;
-	if (hi > cap)
-		hi = cap;
-	if (hi < lo)
-		hi = lo;
-	delay = node_random_between(lo, hi);
+	delay = backoff_delay(&b, n->failures);
 	node_set_state(n, NODE_BACKOFF, "%s failed for %s (%u\u00d7), retrying in %llu s", what,
 		       or_none(version), n->failures,
 		       (unsigned long long)((delay + USEC_PER_SEC / 2) / USEC_PER_SEC));

@@ -24,13 +24,16 @@
 #include <unistd.h>
 #include <systemd/sd-daemon.h>
 
+#include "base/backoff.h"
 #include "base/cleanup.h"
 #include "config/config.h"
 #include "base/exitcode.h"
 #include "base/log.h"
 #include "node_internal.h"
 
-/* Retry of a failed registration or sync: doubling from 1 s up to this. */
+/* Retry of a failed registration or sync: a window doubling from 1 s up to
+ * this, with full jitter, so that nodes that failed together (an etcd
+ * restart) do not come back together. */
 #define RESYNC_MAX_SEC 30
 /* --once: tries to reach etcd (1 s, then 2 s apart) before exit 69. */
 #define ONCE_SYNC_ATTEMPTS 3
@@ -256,7 +259,7 @@ static int node_resync(struct node *n)
 static int node_on_resync(sd_event_source *s, uint64_t usec, void *userdata)
 {
 	struct node *n = userdata;
-	unsigned k;
+	static const struct backoff b = { USEC_PER_SEC, RESYNC_MAX_SEC * USEC_PER_SEC, 0 };
 	uint64_t delay;
 
 	node_timer_cancel(&n->resync);
@@ -277,14 +280,11 @@ static int node_on_resync(sd_event_source *s, uint64_t usec, void *userdata)
 		node_once_finish(n, EXIT_UNAVAILABLE);
 		return 0;
 	}
-	/* Doubling from 1 s, capped; the last error says why. */
-	k = n->resync_failures < 5 ? n->resync_failures : 5;
-	delay = USEC_PER_SEC << k;
-	if (delay > RESYNC_MAX_SEC * USEC_PER_SEC)
-		delay = RESYNC_MAX_SEC * USEC_PER_SEC;
+	/* The last error says why. */
 	n->resync_failures++;
-	log_warnx("%s failed: %s, retrying in %llu s", n->registered ? "sync" : "registration",
-		  node_etcd_error(n), (unsigned long long)(delay / USEC_PER_SEC));
+	delay = backoff_delay(&b, n->resync_failures);
+	log_warnx("%s failed: %s, retrying in %.1f s", n->registered ? "sync" : "registration",
+		  node_etcd_error(n), (double)delay / (double)USEC_PER_SEC);
 	if (!n->synced)
 		node_set_state(n, NODE_STARTING, "cannot reach etcd: %s", node_etcd_error(n));
 	if (node_timer_arm(n, &n->resync, delay, node_on_resync) < 0)

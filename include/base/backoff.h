@@ -1,0 +1,34 @@
+/*
+ * backoff.h — the one retry delay of orchestrate: exponential, capped, with
+ * full jitter.
+ *
+ * After the n-th failure in a row (n >= 1) the delay is a uniformly random
+ * time in [floor, min(cap, first * 2^(n-1))].  The growth makes a failing
+ * peer cost less and less; the cap bounds how late a recovered peer is noticed;
+ * the jitter is what keeps a thousand clients that failed together (an etcd
+ * restart, a site power cut) from retrying together: with full jitter
+ * (floor 0) their retries spread over the whole window, so the load a
+ * recovering etcd sees is flat rather than a wall of synchronized requests.
+ * Every retry path — the node's runs, its resync, its lease, the watch
+ * streams, the command line's compare-and-swap and waits — takes its delay
+ * from here.
+ */
+#ifndef ORCHESTRATE_BACKOFF_H
+#define ORCHESTRATE_BACKOFF_H
+
+#include <stdint.h>
+
+struct backoff {
+	uint64_t first;		/* the window after the first failure */
+	uint64_t cap;		/* the widest window */
+	uint64_t floor;		/* the least delay (0: full jitter) */
+};
+
+/* The delay after the n-th consecutive failure (n >= 1; 0 is taken as 1), in
+ * the unit of b's fields. */
+uint64_t backoff_delay(const struct backoff *b, unsigned n);
+
+/* A uniformly random number in [lo, hi] (lo when hi <= lo), from getrandom(2). */
+uint64_t random_between(uint64_t lo, uint64_t hi);
+
+#endif

@@ -1,0 +1,38 @@
+/*
+ * backoff.c — exponential backoff with full jitter (backoff.h).
+ */
+#include <stdlib.h>
+#include <time.h>
+#include <sys/random.h>
+
+#include "base/backoff.h"
+
+static uint64_t random_u64(void)
+{
+	uint64_t v;
+	if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != sizeof(v))
+		v = ((uint64_t)rand() << 32) ^ (uint64_t)rand() ^ (uint64_t)time(NULL);
+	return v;
+}
+
+uint64_t random_between(uint64_t lo, uint64_t hi)
+{
+	if (hi <= lo)
+		return lo;
+	if (hi - lo == UINT64_MAX)
+		return random_u64();
+	return lo + random_u64() % (hi - lo + 1);
+}
+
+uint64_t backoff_delay(const struct backoff *b, unsigned n)
+{
+	uint64_t window = b->first;
+
+	for (unsigned i = 1; i < n && window < b->cap; i++)
+		window = window > UINT64_MAX / 2 ? UINT64_MAX : window * 2;
+	if (window > b->cap)
+		window = b->cap;
+	if (window < b->floor)
+		window = b->floor;
+	return random_between(b->floor, window);
+}

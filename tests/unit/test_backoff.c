@@ -1,0 +1,51 @@
+/*
+ * test_backoff.c — the one retry delay (base/backoff.h): every draw inside its
+ * window, the window doubling up to the cap, never below the floor, and
+ * spread (full jitter: clients that failed together do not retry together).
+ */
+#include <stdint.h>
+
+#include "base/backoff.h"
+#include "tap.h"
+
+#define DRAWS 2000
+
+/* The least and the most of DRAWS delays after the n-th failure. */
+static void range_of(const struct backoff *b, unsigned n, uint64_t *lo, uint64_t *hi)
+{
+	*lo = UINT64_MAX;
+	*hi = 0;
+	for (int i = 0; i < DRAWS; i++) {
+		uint64_t d = backoff_delay(b, n);
+		if (d < *lo)
+			*lo = d;
+		if (d > *hi)
+			*hi = d;
+	}
+}
+
+int main(void)
+{
+	const struct backoff full = { 100, 1000, 0 };
+	const struct backoff floored = { 100, 1000, 100 };
+	uint64_t lo, hi;
+
+	range_of(&full, 1, &lo, &hi);
+	ok(hi <= 100, "first failure: within the first window (max %llu)", (unsigned long long)hi);
+	ok(lo < 20 && hi > 80, "full jitter spreads over the window (%llu..%llu)",
+	   (unsigned long long)lo, (unsigned long long)hi);
+	range_of(&full, 3, &lo, &hi);
+	ok(hi <= 400 && hi > 300, "third failure: the window has doubled twice (max %llu)",
+	   (unsigned long long)hi);
+	range_of(&full, 30, &lo, &hi);
+	ok(hi <= 1000 && hi > 900, "many failures: capped (max %llu)", (unsigned long long)hi);
+	range_of(&full, 0, &lo, &hi);
+	ok(hi <= 100, "n 0 is taken as the first failure");
+	range_of(&floored, 1, &lo, &hi);
+	ok(lo == 100 && hi == 100, "a floor as wide as the first window: exactly it");
+	range_of(&floored, 4, &lo, &hi);
+	ok(lo >= 100 && hi <= 800 && hi > 700, "never below the floor (%llu..%llu)",
+	   (unsigned long long)lo, (unsigned long long)hi);
+	ok(random_between(7, 7) == 7 && random_between(9, 3) == 9, "an empty range gives its low end");
+	return done_testing();
+}
