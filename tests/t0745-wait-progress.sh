@@ -112,6 +112,23 @@ test_expect_success 'live: the counts follow the watch, and the wait ends 0 at v
 	! grep -q "timed out" live.lines
 '
 
+test_expect_success 'a wait waits through an etcd stopped past the request timeout' '
+	cp "$ETCD_STATE/etcd/pid" etcd.pid &&
+	kill -s STOP "$(cat etcd.pid)" &&
+	( rc=0; orchestrate --etcd "$ETCD_URL" --timeout 1 verify_hosts v5 n1 --wait 40 \
+		>stopped.out 2>stopped.err || rc=$?; echo $rc >stopped.rc ) &
+	test_register_pid $!
+	sleep 4
+	kill -s CONT "$(cat etcd.pid)" &&
+	wait_for "grep -q \"retrying until the wait\" stopped.err" 10 &&
+	test ! -s stopped.rc &&
+	running_put n1 v5 &&
+	wait_for "test -s stopped.rc" 30 &&
+	cat stopped.err >&4 &&
+	test "$(cat stopped.rc)" = 0 &&
+	test "$(grep -c "retrying until the wait" stopped.err)" = 1
+'
+
 test_expect_success 'a user who may read running_version/ alone: the line without the counts' '
 	etcdctl_ user add root:rootpw >/dev/null &&
 	etcdctl_ user grant-role root root >/dev/null &&

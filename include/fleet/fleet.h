@@ -441,6 +441,9 @@ struct fleet_progress {
 	 * what an automatic revert went back to (NULL: none). */
 	const char *halted;
 	const char *reverted_to;
+	/* The last read or watch failed and the wait tries again (with
+	 * backoff, until its deadline): etcd's error; NULL while it answers. */
+	const char *retrying;
 };
 typedef void (*fleet_progress_fn)(const struct fleet_progress *p, void *userdata);
 

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "base/buf.h"
+#include "base/backoff.h"
 #include "base/cleanup.h"
 #include "base/clock.h"
 #include "etcd/etcd.h"
@@ -335,16 +336,31 @@ static int read_range(struct fleet *f, struct wait_range *wr, int64_t *revision)
 	return 0;
 }
 
+struct progress_report;
+static int report_retry(struct progress_report *pr, const char *error);
+
+/* Whether a failed read or watch may go better later: etcd unreachable, timed
+ * out or overloaded (5xx) on every endpoint. */
+static bool worth_retrying(int r)
+{
+	return r == -ECONNREFUSED;
+}
+
 /*
  * Reads the ranges at one revision (the first range's) and waits until done()
  * says yes (1), the deadline passes (0), or something fails (negative),
  * following one watch stream that carries every range.  The sets hold the
- * last state seen either way.
+ * last state seen either way.  A read or a stream that fails because etcd is
+ * unreachable or too slow is tried again, with backoff, until the deadline:
+ * a wait waits (progress says so meanwhile, pr may be NULL).
  */
 static int wait_ranges(struct fleet *f, struct wait_range *ranges, size_t n,
-		       uint64_t deadline_ms, wait_done_fn done, void *userdata)
+		       uint64_t deadline_ms, wait_done_fn done, void *userdata,
+		       struct progress_report *pr)
 {
+	static const struct backoff b = { 500, 10 * MSEC_PER_SEC, 250 };
 	struct ranges_wait w = { ranges, n, done, userdata };
+	unsigned failures = 0;
 
 	if (n == 0 || n > WAIT_RANGES_MAX)
 		return -EINVAL;
@@ -352,6 +368,7 @@ static int wait_ranges(struct fleet *f, struct wait_range *ranges, size_t n,
 		struct etcd_watch_range watch[WAIT_RANGES_MAX];
 		int64_t revision = 0;
 		size_t n_watch = 0;
+		uint64_t now, delay;
 		int r = 0;
 
 		for (size_t i = 0; i < n && r == 0; i++)
@@ -359,7 +376,10 @@ static int wait_ranges(struct fleet *f, struct wait_range *ranges, size_t n,
 		if (r == -ESTALE)
 			continue;	/* compacted between the reads: read again */
 		if (r < 0)
+			goto failed;
+		if (failures > 0 && (r = report_retry(pr, NULL)) < 0)
 			return r;
+		failures = 0;
 		if ((r = done(userdata)) != 0)
 			return r;
 		if (deadline_ms == CLOCK_DEADLINE_NOW ||
@@ -376,9 +396,21 @@ static int wait_ranges(struct fleet *f, struct wait_range *ranges, size_t n,
 				      ranges_on_events, &w, NULL);
 		if (r == -ETIMEDOUT)
 			return 0;
-		if (r != -ESTALE)
-			return r;	/* 1 (yes), 0 (the watch ended), or an error */
-		/* the revision was compacted: read again */
+		if (r == -ESTALE)
+			continue;	/* the revision was compacted: read again */
+		if (r >= 0)
+			return r;	/* 1 (yes) or 0 (the watch ended) */
+failed:
+		now = clock_msec(CLOCK_MONOTONIC);
+		if (!worth_retrying(r) || deadline_ms == CLOCK_DEADLINE_NOW ||
+		    (deadline_ms != CLOCK_DEADLINE_NEVER && now >= deadline_ms))
+			return r;
+		delay = backoff_delay(&b, ++failures);
+		if (deadline_ms != CLOCK_DEADLINE_NEVER && delay > deadline_ms - now)
+			delay = deadline_ms - now;
+		if ((r = report_retry(pr, fleet_last_error(f))) < 0)
+			return r;
+		clock_sleep_ms(delay);
 	}
 }
 
@@ -392,13 +424,15 @@ struct progress_report {
 	struct fleet_progress last;	/* its strings are the copies below */
 	char *halted;
 	char *reverted_to;
+	char *retrying;
 };
 
 static void progress_report_release(struct progress_report *pr)
 {
 	free(pr->halted);
 	free(pr->reverted_to);
-	pr->halted = pr->reverted_to = NULL;
+	free(pr->retrying);
+	pr->halted = pr->reverted_to = pr->retrying = NULL;
 }
 
 static bool streq_null(const char *a, const char *b)
@@ -414,7 +448,8 @@ static int report(struct progress_report *pr, const struct fleet_progress *p)
 		return 0;
 	if (pr->called && l->have == p->have && l->want == p->want && l->states == p->states &&
 	    l->failed == p->failed && l->waiting == p->waiting &&
-	    streq_null(l->halted, p->halted) && streq_null(l->reverted_to, p->reverted_to))
+	    streq_null(l->halted, p->halted) && streq_null(l->reverted_to, p->reverted_to) &&
+	    streq_null(l->retrying, p->retrying))
 		return 0;
 	pr->fn(p, pr->userdata);
 	progress_report_release(pr);
@@ -422,9 +457,24 @@ static int report(struct progress_report *pr, const struct fleet_progress *p)
 	pr->called = true;
 	pr->last.halted = pr->halted = p->halted ? strdup(p->halted) : NULL;
 	pr->last.reverted_to = pr->reverted_to = p->reverted_to ? strdup(p->reverted_to) : NULL;
-	if ((p->halted && !pr->halted) || (p->reverted_to && !pr->reverted_to))
+	pr->last.retrying = pr->retrying = p->retrying ? strdup(p->retrying) : NULL;
+	if ((p->halted && !pr->halted) || (p->reverted_to && !pr->reverted_to) ||
+	    (p->retrying && !pr->retrying))
 		return -ENOMEM;
 	return 0;
+}
+
+/* The wait's own retry: says so with the last progress seen, or, with error
+ * NULL, that etcd answers again. */
+static int report_retry(struct progress_report *pr, const char *error)
+{
+	struct fleet_progress p;
+
+	if (!pr || !pr->fn || (!error && !pr->retrying))
+		return 0;
+	p = pr->last;
+	p.retrying = error ? error : NULL;
+	return report(pr, &p);
 }
 
 /* --- verify_hosts and check_single_version --------------------------------------------- */
@@ -622,7 +672,8 @@ int fleet_wait_hosts_at_version(struct fleet *f, const char *version, char *cons
 	}
 	if ((r = version_wait_init(&w, f, version, &wanted, flags, progress, userdata)) < 0)
 		return r;
-	answer = wait_ranges(f, w.ranges, w.n_ranges, deadline_ms, version_reached, &w);
+	answer = wait_ranges(f, w.ranges, w.n_ranges, deadline_ms, version_reached, &w,
+			     &w.report);
 	if (answer < 0)
 		return answer;
 	for (size_t i = 0; i < wanted.n; i++)
@@ -694,7 +745,8 @@ int fleet_wait_single_version(struct fleet *f, const char *version, uint64_t dea
 		return -EINVAL;
 	if ((r = version_wait_init(&w, f, version, NULL, flags, progress, userdata)) < 0)
 		return r;
-	answer = wait_ranges(f, w.ranges, w.n_ranges, deadline_ms, version_reached, &w);
+	answer = wait_ranges(f, w.ranges, w.n_ranges, deadline_ms, version_reached, &w,
+			     &w.report);
 	if (answer < 0)
 		return answer;
 	if ((r = count_versions(&w.ranges[R_RUNNING].set, ret_counts, ret_n)) < 0)
@@ -755,7 +807,7 @@ int fleet_wait_service(struct fleet *f, const char *service, size_t count, bool 
 	if (!(dir = key_service_dir(f->prefix, service)))
 		return -ENOMEM;
 	range.key = dir;
-	answer = wait_ranges(f, &range, 1, deadline_ms, enough_hosts, &w);
+	answer = wait_ranges(f, &range, 1, deadline_ms, enough_hosts, &w, &w.report);
 	*ret_seen = w.seen;
 	keyset_release(&range.set);
 	progress_report_release(&w.report);

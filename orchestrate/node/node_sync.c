@@ -35,7 +35,8 @@
  * this, with full jitter, so that nodes that failed together (an etcd
  * restart) do not come back together. */
 #define RESYNC_MAX_SEC 30
-/* --once: tries to reach etcd (1 s, then 2 s apart) before exit 69. */
+/* --once: tries to reach etcd this often (the backoff windows of 1 s and 2 s
+ * between them) before exit 69. */
 #define ONCE_SYNC_ATTEMPTS 3
 
 uint64_t node_watch_idle_ms(struct node *n)

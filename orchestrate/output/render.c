@@ -710,6 +710,11 @@ int render_progress(const struct fleet_progress *p, const char *what, size_t wid
 							    RENDER_LINE, &line)) < 0))
 			return r;
 	}
+	if (p->retrying &&
+	    ((r = buf_adds(&line, "; etcd: ")) < 0 ||
+	     (r = render_sanitize(p->retrying, strlen(p->retrying), RENDER_LINE, &line)) < 0 ||
+	     (r = buf_adds(&line, ", retrying")) < 0))
+		return r;
 	if (width == 0)
 		return buf_add(out, line.data, line.len);
 	return detail_cell(NULL, buf_str(&line), width, out);
