@@ -348,6 +348,12 @@ void fleet_close(struct fleet *f);
  * 'http://10.0.0.1:2379': connection refused"), to print after an error
  * that came from etcd; NULL when f has no client. */
 const char *fleet_last_error(const struct fleet *f);
+/* When the last request was a write etcd refused (the user lacks the
+ * grant): "etcd: permission denied writing CLASS as user 'U'" (or "as the
+ * client certificate's user"), CLASS the kind of key ("running_version",
+ * "status/puppet"...); else NULL.  The command line and the daemon say it
+ * alike.  Storage of the calling thread, overwritten by the next call. */
+const char *fleet_denied_error(const struct fleet *f);
 
 /* Asks the cluster for its status: the etcd version of the member that
  * answered, and that member's endpoint (both for the caller to free). */

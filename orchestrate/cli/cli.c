@@ -645,14 +645,8 @@ int cli_fleet_error(struct cli *cli, int r, const char *what)
 	if (r == -ENOMEM)
 		return cli_error(1, "out of memory");
 	/* a write etcd refused: which kind of key, as whom */
-	if (r == -EACCES && cli->fleet.etcd && etcd_denied_key(cli->fleet.etcd)) {
-		const char *user = etcd_client_user(cli->fleet.etcd);
-		if (user)
-			cli_warn("etcd: permission denied writing %s as user '%s'",
-				 key_class(cli->fleet.prefix, etcd_denied_key(cli->fleet.etcd)), user);
-		else
-			cli_warn("etcd: permission denied writing %s as the client certificate's user",
-				 key_class(cli->fleet.prefix, etcd_denied_key(cli->fleet.etcd)));
+	if (r == -EACCES && fleet_denied_error(&cli->fleet)) {
+		cli_warn("%s", fleet_denied_error(&cli->fleet));
 		return EXIT_NOPERM;
 	}
 	if (!msg || !*msg)

@@ -2194,6 +2194,24 @@ const char *fleet_last_error(const struct fleet *f)
 	return f && f->etcd ? etcd_last_error(f->etcd) : NULL;
 }
 
+const char *fleet_denied_error(const struct fleet *f)
+{
+	static __thread char line[512];
+	const char *key = f && f->etcd ? etcd_denied_key(f->etcd) : NULL;
+	const char *user = key ? etcd_client_user(f->etcd) : NULL;
+
+	if (!key)
+		return NULL;
+	if (user)
+		snprintf(line, sizeof(line), "etcd: permission denied writing %s as user '%s'",
+			 key_class(f->prefix, key), user);
+	else
+		snprintf(line, sizeof(line),
+			 "etcd: permission denied writing %s as the client certificate's user",
+			 key_class(f->prefix, key));
+	return line;
+}
+
 int fleet_ping(struct fleet *f, char **ret_server_version, char **ret_endpoint)
 {
 	return etcd_status(f->etcd, ret_server_version, ret_endpoint);

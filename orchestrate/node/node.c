@@ -108,21 +108,12 @@ bool str_eq(const char *a, const char *b)
 
 const char *node_etcd_error(struct node *n)
 {
-	static char line[512];
-	const char *key = etcd_denied_key(n->etcd);
-	const char *user = etcd_client_user(n->etcd);
+	const char *denied = fleet_denied_error(&n->fleet);
 
-	if (!key)
-		return etcd_last_error(n->etcd);
-	if (user)
-		snprintf(line, sizeof(line), "etcd: permission denied writing %s as user '%s'",
-			 key_class(n->fleet.prefix, key), user);
-	else
-		snprintf(line, sizeof(line),
-			 "etcd: permission denied writing %s as the client certificate's user",
-			 key_class(n->fleet.prefix, key));
-	(void)sd_notifyf(false, "STATUS=%s (still running, will retry)", line);
-	return line;
+	if (!denied)
+		return fleet_last_error(&n->fleet);
+	(void)sd_notifyf(false, "STATUS=%s (still running, will retry)", denied);
+	return denied;
 }
 
 const char *or_none(const char *s)
