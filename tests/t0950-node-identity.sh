@@ -153,6 +153,9 @@ test_expect_success 'the daemon follows a new trigger under a rollout policy' '
 test_expect_success 'a daemon whose identity lacks a service keeps running and says so' '
 	orch $ROOT node_identity a --group g1 --password-file "$TRASH/a.pw" &&
 	etcdctl_put /available_services/svc-b/b "{\"addresses\":{\"eth0\":\"10.0.0.9\"},\"healthy\":true}" &&
+	# a trigger leaves service entries alone (they hold no version): a
+	# restart publishes them again, under the new lease, and is refused
+	stop_node a && start_node a $A &&
 	orch $ROOT trigger_update v3 &&
 	wait_for "grep -q \"permission denied writing [a-z_/]* as user .a.\" a/log" 20 &&
 	kill -0 $(node_pid a) &&

@@ -725,16 +725,11 @@ void cli_progress(const struct fleet_progress *p, void *what)
 
 	if (render_progress(p, what, 0, &line) == 0)
 		log_debug("%s", buf_str(&line));
-	/* a person watching sees how far it is; a pipe or CI log gets none of
-	 * it, but for a wait that keeps waiting through an etcd that does not
-	 * answer: one line each time that starts */
-	if (!cli_progress_on_terminal()) {
-		static bool said;
-		if (p->retrying && !said)
-			cli_warn("etcd: %s; retrying until the wait's deadline", p->retrying);
-		said = p->retrying != NULL;
+	/* a person watching sees how far it is, and that etcd does not
+	 * answer; a pipe or CI log gets none of it (the wait's end says what
+	 * happened, in one line) */
+	if (!cli_progress_on_terminal())
 		return;
-	}
 	/* one column short of the terminal's width: a line that fills it would
 	 * wrap, and "\r" would then redraw only its last part */
 	if (ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 1)

@@ -672,6 +672,7 @@ int fleet_wait_hosts_at_version(struct fleet *f, const char *version, char *cons
 	}
 	if ((r = version_wait_init(&w, f, version, &wanted, flags, progress, userdata)) < 0)
 		return r;
+	w.report.last.want = wanted.n;	/* known before any read, for a retry's line */
 	answer = wait_ranges(f, w.ranges, w.n_ranges, deadline_ms, version_reached, &w,
 			     &w.report);
 	if (answer < 0)
