@@ -112,9 +112,12 @@ test_expect_success 'live: the counts follow the watch, and the wait ends 0 at v
 	! grep -q "timed out" live.lines
 '
 
+# Each stop of etcd is followed by its CONT whatever happens in between: the
+# waits run in the background (not at the end of an && list, which would put
+# the whole list there), and nothing but a sleep stands between STOP and CONT.
 test_expect_success 'a wait waits through an etcd stopped past the request timeout' '
 	cp "$ETCD_STATE/etcd/pid" etcd.pid &&
-	kill -s STOP "$(cat etcd.pid)" &&
+	kill -s STOP "$(cat etcd.pid)" || exit 1
 	( rc=0; on_tty stopped --timeout 1 verify_hosts v5 n1 --wait 40 >/dev/null || rc=$?
 	  echo $rc >stopped.rc ) &
 	test_register_pid $!
@@ -126,14 +129,15 @@ test_expect_success 'a wait waits through an etcd stopped past the request timeo
 	lines stopped && cat stopped.lines >&4 &&
 	test "$(cat stopped.rc)" = 0 &&
 	grep -q "^0/1 hosts at v5; etcd: .*Timeout was reached, retrying$" stopped.lines &&
-	grep -q "^1/1 hosts at v5" stopped.lines &&
-	# in a pipe, nothing but the outcome: the same wait through a stop exits 0, silent
-	kill -s STOP "$(cat etcd.pid)" &&
+	grep -q "^1/1 hosts at v5" stopped.lines || exit 1
+	# in a pipe, nothing but the outcome: the same wait through a stop, silent
+	kill -s STOP "$(cat etcd.pid)" || exit 1
 	( rc=0; orchestrate --timeout 1 verify_hosts v6 n1 --wait 40 >piped.out 2>piped.err ||
 		rc=$?; echo $rc >piped.rc ) &
 	test_register_pid $!
 	sleep 3
 	kill -s CONT "$(cat etcd.pid)" &&
+	test ! -s piped.rc &&
 	running_put n1 v6 &&
 	wait_for "test -s piped.rc" 30 &&
 	test "$(cat piped.rc)" = 0 &&
