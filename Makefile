@@ -71,9 +71,11 @@ LIB_OBJS = \
 	orchestrate/base/backoff.o \
 	orchestrate/etcd/etcd.o \
 	orchestrate/etcd/etcd_watch.o \
+	orchestrate/etcd/etcd_call.o \
 	orchestrate/fleet/schema.o \
 	orchestrate/fleet/fleet.o \
 	orchestrate/fleet/fleet_identity.o \
+	orchestrate/fleet/fleet_lease.o \
 	orchestrate/fleet/fleet_model.o \
 	orchestrate/fleet/fleet_rollout.o \
 	orchestrate/fleet/fleet_wait.o \

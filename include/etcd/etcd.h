@@ -196,8 +196,29 @@ int etcd_txn_commit(struct etcd_client *c, struct etcd_txn *t, bool *ret_succeed
 /* --- leases ---------------------------------------------------------------- */
 
 int etcd_lease_grant(struct etcd_client *c, int64_t ttl, int64_t *ret_id);
-/* One keepalive.  *ret_ttl is the remaining TTL; 0 means the lease is gone. */
-int etcd_lease_keepalive(struct etcd_client *c, int64_t id, int64_t *ret_ttl);
+
+/* --- asynchronous requests (event-loop mode) -------------------------------- */
+
+/*
+ * A unary request that runs on the client's multi handle beside the watches
+ * (etcd_client_attach_event first), so that the loop goes on while etcd takes
+ * its time.  Failover is the blocking calls': each endpoint once, starting with
+ * the one that answered last.  timeout_ms is the patience of the whole call:
+ * each attempt gets max(the client's request timeout, timeout_ms / endpoints),
+ * so that a slow member is waited for while a dead one is left in time.
+ *
+ * fn is called exactly once, from the loop (never from inside curl and never
+ * from inside the start function), with 0 and the call's value or with an
+ * error; etcd_last_error() says what failed.  The call is freed after fn
+ * returns.  etcd_call_cancel() stops one that has not called back yet: fn is
+ * then never called.
+ */
+struct etcd_call;
+typedef void (*etcd_value_fn)(int error, int64_t value, void *userdata);
+/* One keepalive; the value is the remaining TTL, 0 when the lease is gone. */
+int etcd_lease_keepalive_start(struct etcd_client *c, int64_t id, long timeout_ms,
+			       etcd_value_fn fn, void *userdata, struct etcd_call **ret);
+void etcd_call_cancel(struct etcd_call *call);
 int etcd_lease_revoke(struct etcd_client *c, int64_t id);
 
 /* --- cluster --------------------------------------------------------------- */

@@ -358,10 +358,6 @@ const char *fleet_denied_error(const struct fleet *f);
 /* Asks the cluster for its status: the etcd version of the member that
  * answered, and that member's endpoint (both for the caller to free). */
 int fleet_ping(struct fleet *f, char **ret_server_version, char **ret_endpoint);
-/* A lease of ttl seconds for the keys a command puts on a host's behalf
- * (update_own_info, publish_service --ttl), and its early end. */
-int fleet_lease_grant(struct fleet *f, int64_t ttl, int64_t *ret_lease);
-int fleet_lease_revoke(struct fleet *f, int64_t lease);
 
 /* --- identities (fleet_identity.c) ------------------------------------------------ */
 

@@ -25,6 +25,7 @@
 #include "config/config.h"
 #include "base/fileio.h"
 #include "fleet/fleet.h"
+#include "fleet/fleet_lease.h"
 #include "output/hiera.h"
 #include "config/local.h"
 #include "base/log.h"

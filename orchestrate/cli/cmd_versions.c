@@ -22,6 +22,7 @@
 #include "base/clock.h"
 #include "base/fileio.h"
 #include "fleet/fleet.h"
+#include "fleet/fleet_lease.h"
 #include "config/local.h"
 #include "base/log.h"
 #include "output/render.h"

@@ -258,6 +258,7 @@ struct etcd_client *etcd_client_free(struct etcd_client *c)
 		return NULL;
 	while (c->watches)
 		etcd_watch_stop(c->watches);
+	etcd_calls_free(c);
 	if (c->multi)
 		curl_multi_cleanup(c->multi);
 	sd_event_source_disable_unref(c->multi_timer);
@@ -279,7 +280,7 @@ struct etcd_client *etcd_client_free(struct etcd_client *c)
 	return NULL;
 }
 
-static size_t write_to_buf(char *data, size_t size, size_t nmemb, void *userdata)
+size_t etcd_write_to_buf(char *data, size_t size, size_t nmemb, void *userdata)
 {
 	struct buf *b = userdata;
 	size_t n = size * nmemb;
@@ -425,8 +426,9 @@ static int map_error_body(struct etcd_client *c, const char *endpoint, long http
 
 /* The key of the write a request at path with body makes (a put's, a delete's,
  * a txn's first operation), base64-decoded, or NULL. */
-static char *write_key(const char *path, const cJSON *body)
+static char *write_key(const char *path, const char *body_text)
 {
+	_cleanup_(cJSON_Deletep) cJSON *body = cJSON_Parse(body_text);
 	const cJSON *key = NULL;
 
 	if (strcmp(path, "/v3/kv/put") == 0 || strcmp(path, "/v3/kv/deleterange") == 0) {
@@ -451,6 +453,83 @@ const char *etcd_denied_key(const struct etcd_client *c)
 	return c->denied_key;
 }
 
+void etcd_call_begin(struct etcd_client *c)
+{
+	free(c->denied_key);
+	c->denied_key = NULL;
+}
+
+enum etcd_attempt etcd_attempt_read(struct etcd_client *c, size_t i, const char *path,
+				    const char *body_text, CURLcode code, long http_code,
+				    const struct buf *reply, bool *tls_refused, int *ret_error,
+				    cJSON **ret_reply)
+{
+	const char *endpoint = c->endpoints[i];
+
+	if (code != CURLE_OK) {
+		if (code == CURLE_WRITE_ERROR) {
+			etcd_set_error(c, "etcd '%s': reply larger than %u MiB or out of memory",
+				       endpoint, ETCD_MAX_REPLY >> 20);
+			*ret_error = -EPROTO;
+			return ETCD_ATTEMPT_DONE;
+		}
+		etcd_set_error(c, "etcd '%s': %s", endpoint, curl_easy_strerror(code));
+		if (curl_error_is_tls_trust(code))
+			*tls_refused = true;
+		*ret_error = -ECONNREFUSED;
+		return ETCD_ATTEMPT_ELSEWHERE;
+	}
+
+	_cleanup_(cJSON_Deletep) cJSON *json = cJSON_ParseWithLength(reply->data ? reply->data : "",
+								    reply->len);
+	if (!cJSON_IsObject(json)) {
+		/* etcd's JSON gateway, with --client-cert-auth and auth
+		 * enabled, refuses every request over a client certificate
+		 * that has a Common Name (embed/serve.go): it cannot pass the
+		 * CN on as the user.  Say so and what works instead. */
+		if (http_code == 400 && reply->data &&
+		    memmem(reply->data, reply->len, "CommonName of client", 20)) {
+			etcd_set_error(c, "etcd '%s': with auth enabled, etcd's JSON gateway refuses "
+				       "a client certificate that has a Common Name; use one "
+				       "without a CN and a password (--user)", endpoint);
+			*ret_error = -EACCES;
+			return ETCD_ATTEMPT_DONE;
+		}
+		etcd_set_error(c, "etcd '%s': HTTP %ld with a reply that is not JSON",
+			       endpoint, http_code);
+		if (http_code >= 500 || http_code == 0) {
+			*ret_error = -ECONNREFUSED;
+			return ETCD_ATTEMPT_ELSEWHERE;
+		}
+		*ret_error = -EPROTO;
+		return ETCD_ATTEMPT_DONE;
+	}
+	if (http_code == 200) {
+		c->current = i;
+		*ret_reply = TAKE_PTR(json);
+		*ret_error = 0;
+		return ETCD_ATTEMPT_DONE;
+	}
+
+	bool retry, reauth;
+	int r = map_error_body(c, endpoint, http_code, json, &retry, &reauth);
+	*ret_error = r;
+	if (r == -EACCES && !reauth) {
+		free(c->denied_key);
+		c->denied_key = write_key(path, body_text);
+	}
+	if (reauth)
+		return ETCD_ATTEMPT_REAUTH;
+	return retry ? ETCD_ATTEMPT_ELSEWHERE : ETCD_ATTEMPT_DONE;
+}
+
+int etcd_reauthenticate(struct etcd_client *c)
+{
+	free(c->token);
+	c->token = NULL;
+	return etcd_authenticate(c);
+}
+
 /*
  * One unary request with failover.  On success *ret holds the parsed reply
  * (an object).  raw_path is e.g. "/v3/kv/range".
@@ -464,10 +543,7 @@ static int etcd_call(struct etcd_client *c, const char *path, const cJSON *body,
 	bool tls_refused = false;
 	int r = -ECONNREFUSED;
 
-	if (c->denied_key) {
-		free(c->denied_key);
-		c->denied_key = NULL;
-	}
+	etcd_call_begin(c);
 	if (c->user && !c->token) {
 		r = etcd_authenticate(c);
 		if (r < 0)
@@ -476,81 +552,38 @@ static int etcd_call(struct etcd_client *c, const char *path, const cJSON *body,
 
 	for (size_t attempt = 0; attempt < c->n_endpoints; attempt++) {
 		size_t i = (c->current + attempt) % c->n_endpoints;
-		const char *endpoint = c->endpoints[i];
 		_cleanup_(buf_releasep) struct buf reply = BUF_INIT;
 		struct curl_slist *headers = NULL;
 
 		curl_easy_reset(c->easy);
-		r = etcd_easy_setup(c, c->easy, endpoint, path, text, c->timeout_ms, &headers);
+		r = etcd_easy_setup(c, c->easy, c->endpoints[i], path, text, c->timeout_ms, &headers);
 		if (r < 0)
 			return r;
-		curl_easy_setopt(c->easy, CURLOPT_WRITEFUNCTION, write_to_buf);
+		curl_easy_setopt(c->easy, CURLOPT_WRITEFUNCTION, etcd_write_to_buf);
 		curl_easy_setopt(c->easy, CURLOPT_WRITEDATA, &reply);
 		c->requests++;
 		CURLcode code = curl_easy_perform(c->easy);
 		curl_slist_free_all(headers);
-
-		if (code != CURLE_OK) {
-			if (code == CURLE_WRITE_ERROR) {
-				etcd_set_error(c, "etcd '%s': reply larger than %u MiB or out of memory",
-					       endpoint, ETCD_MAX_REPLY >> 20);
-				return -EPROTO;
-			}
-			etcd_set_error(c, "etcd '%s': %s", endpoint, curl_easy_strerror(code));
-			if (curl_error_is_tls_trust(code))
-				tls_refused = true;
-			r = -ECONNREFUSED;
-			continue;
-		}
-
 		long http_code = 0;
-		curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &http_code);
-		_cleanup_(cJSON_Deletep) cJSON *json = cJSON_ParseWithLength(reply.data ? reply.data : "",
-									    reply.len);
-		if (!cJSON_IsObject(json)) {
-			/* etcd's JSON gateway, with --client-cert-auth and auth
-			 * enabled, refuses every request over a client certificate
-			 * that has a Common Name (embed/serve.go): it cannot pass the
-			 * CN on as the user.  Say so and what works instead. */
-			if (http_code == 400 && reply.data &&
-			    memmem(reply.data, reply.len, "CommonName of client", 20)) {
-				etcd_set_error(c, "etcd '%s': with auth enabled, etcd's JSON gateway refuses "
-					       "a client certificate that has a Common Name; use one "
-					       "without a CN and a password (--user)", endpoint);
-				return -EACCES;
-			}
-			etcd_set_error(c, "etcd '%s': HTTP %ld with a reply that is not JSON",
-				       endpoint, http_code);
-			if (http_code >= 500 || http_code == 0) {
-				r = -ECONNREFUSED;
-				continue;
-			}
-			return -EPROTO;
-		}
-		if (http_code == 200) {
-			c->current = i;
-			*ret = TAKE_PTR(json);
-			return 0;
-		}
+		if (code == CURLE_OK)
+			curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &http_code);
 
-		bool retry, reauth;
-		r = map_error_body(c, endpoint, http_code, json, &retry, &reauth);
-		if (r == -EACCES && !reauth) {
-			free(c->denied_key);
-			c->denied_key = write_key(path, body);
-		}
-		if (reauth && !reauthed) {
+		switch (etcd_attempt_read(c, i, path, text, code, http_code, &reply, &tls_refused,
+					  &r, ret)) {
+		case ETCD_ATTEMPT_DONE:
+			return r;
+		case ETCD_ATTEMPT_ELSEWHERE:
+			continue;
+		case ETCD_ATTEMPT_REAUTH:
+			if (reauthed)
+				return r;
 			reauthed = true;
-			free(c->token);
-			c->token = NULL;
-			int k = etcd_authenticate(c);
+			int k = etcd_reauthenticate(c);
 			if (k < 0)
 				return k;
 			attempt--;	/* the same member again, with the new token */
 			continue;
 		}
-		if (!retry)
-			return r;
 	}
 	if (tls_refused && r == -ECONNREFUSED)
 		return -EACCES;
@@ -1108,15 +1141,8 @@ int etcd_lease_grant(struct etcd_client *c, int64_t ttl, int64_t *ret_id)
 	return 0;
 }
 
-int etcd_lease_keepalive(struct etcd_client *c, int64_t id, int64_t *ret_ttl)
+int etcd_decode_keepalive(struct etcd_client *c, const cJSON *reply, int64_t *ret_ttl)
 {
-	_cleanup_(cJSON_Deletep) cJSON *body = cJSON_CreateObject();
-	_cleanup_(cJSON_Deletep) cJSON *reply = NULL;
-	if (!body || add_int64(body, "ID", id) < 0)
-		return -ENOMEM;
-	int r = etcd_call(c, "/v3/lease/keepalive", body, &reply);
-	if (r < 0)
-		return r;
 	/* The keepalive endpoint is a stream: its one answer is under "result". */
 	const cJSON *result = cJSON_GetObjectItemCaseSensitive(reply, "result");
 	if (!cJSON_IsObject(result)) {
@@ -1137,6 +1163,15 @@ int etcd_lease_keepalive(struct etcd_client *c, int64_t id, int64_t *ret_ttl)
 		return protocol_error(c, "lease keepalive");
 	*ret_ttl = ttl;
 	return 0;
+}
+
+int etcd_keepalive_body(int64_t id, char **ret_text)
+{
+	_cleanup_(cJSON_Deletep) cJSON *body = cJSON_CreateObject();
+	if (!body || add_int64(body, "ID", id) < 0)
+		return -ENOMEM;
+	*ret_text = cJSON_PrintUnformatted(body);
+	return *ret_text ? 0 : -ENOMEM;
 }
 
 int etcd_lease_revoke(struct etcd_client *c, int64_t id)

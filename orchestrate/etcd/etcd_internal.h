@@ -36,7 +36,18 @@ struct etcd_client {
 	CURLM *multi;
 	sd_event_source *multi_timer;
 	struct etcd_watch *watches;	/* linked through etcd_watch.next */
+	struct etcd_call *calls;	/* unary requests in flight, through etcd_call.next */
 };
+
+/* What an easy handle on the client's multi carries as CURLINFO_PRIVATE: the
+ * first member of a watch and of an asynchronous call alike, so that a
+ * finished transfer finds its owner. */
+enum etcd_transfer { ETCD_TRANSFER_WATCH, ETCD_TRANSFER_CALL };
+
+/* A finished transfer of an asynchronous call (etcd_call.c). */
+void etcd_call_transfer_done(struct etcd_call *call, CURLcode code);
+/* Frees every call still in flight, without calling back. */
+void etcd_calls_free(struct etcd_client *c);
 
 /* Records the one-line error message for etcd_last_error(). */
 void etcd_set_error(struct etcd_client *c, const char *fmt, ...)
@@ -47,6 +58,36 @@ void etcd_set_error(struct etcd_client *c, const char *fmt, ...)
  * caller frees after the transfer. */
 int etcd_easy_setup(struct etcd_client *c, CURL *easy, const char *endpoint, const char *path,
 		    const char *body, long timeout_ms, struct curl_slist **headers);
+
+/* curl's write callback for unary replies: appends to a struct buf, up to
+ * ETCD_MAX_REPLY. */
+size_t etcd_write_to_buf(char *data, size_t size, size_t nmemb, void *userdata);
+
+/* Starts a unary request: forgets the last refused write. */
+void etcd_call_begin(struct etcd_client *c);
+
+/* How one attempt of a unary request ended. */
+enum etcd_attempt {
+	ETCD_ATTEMPT_DONE,	/* *ret_error is the answer: 0 with *ret_reply, or an error */
+	ETCD_ATTEMPT_ELSEWHERE,	/* another member may answer: try the next endpoint */
+	ETCD_ATTEMPT_REAUTH,	/* the token was refused: a new one, the same member again */
+};
+
+/* Reads one attempt on endpoint i from what curl returned (code, the HTTP
+ * status, the reply's bytes), for the blocking and the asynchronous calls
+ * alike: records the error message and the refused key, notes a TLS trust
+ * failure in *tls_refused, and on success makes i the endpoint to try first. */
+enum etcd_attempt etcd_attempt_read(struct etcd_client *c, size_t i, const char *path,
+				    const char *body_text, CURLcode code, long http_code,
+				    const struct buf *reply, bool *tls_refused, int *ret_error,
+				    cJSON **ret_reply);
+
+/* Drops the token and authenticates again (blocking). */
+int etcd_reauthenticate(struct etcd_client *c);
+
+/* The lease keepalive's request body, and its reply read into the TTL. */
+int etcd_keepalive_body(int64_t id, char **ret_text);
+int etcd_decode_keepalive(struct etcd_client *c, const cJSON *reply, int64_t *ret_ttl);
 
 /* Maps a gateway error object ({"error","message","code"} for unary calls, or
  * {"grpc_code","message"} inside a stream) to an error code, recording the

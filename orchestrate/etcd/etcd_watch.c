@@ -61,6 +61,7 @@ struct watch_range {
 };
 
 struct etcd_watch {
+	enum etcd_transfer transfer;	/* first: CURLINFO_PRIVATE points here */
 	struct etcd_client *c;
 	struct etcd_watch *next;	/* in c->watches (event-loop mode only) */
 	CURLM *multi;			/* the multi handle it runs on */
@@ -604,10 +605,12 @@ static void multi_collect(CURLM *multi)
 	while ((msg = curl_multi_info_read(multi, &left))) {
 		if (msg->msg != CURLMSG_DONE)
 			continue;
-		struct etcd_watch *w = NULL;
-		curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&w);
-		if (w)
-			watch_transfer_done(w, msg->data.result);
+		enum etcd_transfer *t = NULL;
+		curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&t);
+		if (t && *t == ETCD_TRANSFER_CALL)
+			etcd_call_transfer_done((struct etcd_call *)t, msg->data.result);
+		else if (t)
+			watch_transfer_done((struct etcd_watch *)t, msg->data.result);
 	}
 }
 
@@ -630,6 +633,7 @@ static struct etcd_watch *watch_new(struct etcd_client *c, const struct etcd_wat
 	struct etcd_watch *w = calloc(1, sizeof(*w));
 	if (!w)
 		return NULL;
+	w->transfer = ETCD_TRANSFER_WATCH;
 	w->c = c;
 	w->endpoint = c->current;
 	w->on_events = on_events;

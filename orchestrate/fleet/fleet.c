@@ -2217,18 +2217,6 @@ int fleet_ping(struct fleet *f, char **ret_server_version, char **ret_endpoint)
 	return etcd_status(f->etcd, ret_server_version, ret_endpoint);
 }
 
-int fleet_lease_grant(struct fleet *f, int64_t ttl, int64_t *ret_lease)
-{
-	if (ttl <= 0)
-		return -EINVAL;
-	return etcd_lease_grant(f->etcd, ttl, ret_lease);
-}
-
-int fleet_lease_revoke(struct fleet *f, int64_t lease)
-{
-	return etcd_lease_revoke(f->etcd, lease);
-}
-
 /* --- failures ----------------------------------------------------------------------- */
 
 void fleet_failures_release(struct fleet_failures *fl)

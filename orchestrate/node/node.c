@@ -52,6 +52,7 @@
 #include "base/cleanup.h"
 #include "base/clock.h"
 #include "config/config.h"
+#include "fleet/fleet_lease.h"
 #include "output/hiera.h"
 #include "base/log.h"
 #include "node_internal.h"
@@ -515,7 +516,7 @@ void node_finish_stop(struct node *n)
 	node_stop_watches(n);
 	if (n->registered && !n->once) {
 		/* alive/ and the services disappear now rather than at expiry. */
-		if (etcd_lease_revoke(n->etcd, n->lease) < 0)
+		if (fleet_lease_revoke(&n->fleet, n->lease) < 0)
 			log_warnx("cannot revoke lease: %s", node_etcd_error(n));
 	}
 	n->state = NODE_STOPPING;
@@ -540,7 +541,7 @@ void node_stop(struct node *n)
 	node_timer_cancel(&n->run_timer);
 	node_timer_cancel(&n->resync);
 	node_timer_cancel(&n->debounce);
-	node_timer_cancel(&n->keepalive);
+	node_keepalive_stop(n);
 	node_timer_cancel(&n->once_deadline);
 	node_timer_cancel(&n->progress_timer);
 	node_timer_cancel(&n->deadline_timer);
@@ -598,6 +599,7 @@ static int node_reconnect(struct node *n, struct etcd_options *fresh)
 		return r;
 	}
 	node_stop_watches(n);
+	node_keepalive_stop(n);
 	etcd_client_free(n->etcd);
 	n->etcd = c;
 	n->fleet.etcd = c;
@@ -606,6 +608,7 @@ static int node_reconnect(struct node *n, struct etcd_options *fresh)
 	t = n->opt.etcd;
 	n->opt.etcd = *fresh;
 	*fresh = t;
+	node_keepalive_restart(n);
 	return 0;
 }
 
@@ -739,7 +742,7 @@ struct node *node_free(struct node *n)
 	hook_free(n->run_hook);
 	hook_free(n->services_hook);
 	node_stop_watches(n);
-	sd_event_source_disable_unref(n->keepalive);
+	node_keepalive_stop(n);
 	sd_event_source_disable_unref(n->resync);
 	sd_event_source_disable_unref(n->debounce);
 	sd_event_source_disable_unref(n->evaluate);

@@ -58,7 +58,11 @@ struct node {
 	long lease_ttl;			/* the TTL etcd granted */
 	bool registered;
 	bool keys_lost;			/* a new lease whose keys are not all put */
-	sd_event_source *keepalive;
+	sd_event_source *keepalive;	/* the next keepalive's timer */
+	struct etcd_call *keepalive_call; /* the keepalive in flight, or NULL */
+	uint64_t keepalive_sent;	/* when it was sent (CLOCK_MONOTONIC usec) */
+	uint64_t lease_refreshed;	/* when the last one etcd answered was sent */
+	unsigned keepalive_failures;	/* in a row, for the backoff */
 	uint64_t lease_regrants;
 
 	/* the fleet model and its stream (node_sync.c) */
@@ -158,6 +162,10 @@ const char *node_etcd_error(struct node *n);
 /* node_lease.c */
 int node_register(struct node *n);
 int node_put_leased_keys(struct node *n);
+/* Stops the keepalive (its timer and any call in flight). */
+void node_keepalive_stop(struct node *n);
+/* Sends a keepalive now on the node's current client (after a reconnect). */
+void node_keepalive_restart(struct node *n);
 
 /* node_sync.c */
 void node_schedule_resync(struct node *n, uint64_t delay_usec);

@@ -3,6 +3,19 @@
  * third of the TTL etcd granted, and granted again when etcd says it is gone,
  * after which every key the node holds under it is put again.
  *
+ * A lease is lost only when etcd is really gone for its whole TTL.  The
+ * keepalive is an asynchronous call (fleet_lease_keepalive_start) on its own
+ * connection: it never waits behind the node's other requests, and the loop
+ * serves everything else while it is out.  Its patience is the lease's own
+ * time left, not the request timeout: when etcd is slower than the timeout (a
+ * busy or recovering cluster) a keepalive that is abandoned and sent again
+ * only adds to etcd's queue, and while none is answered the lease runs out;
+ * one that waits is answered.  "Time left" is counted from when the last
+ * answered keepalive was sent, since etcd may have renewed it any time after.
+ * A failure that comes early (a refused connection, a 503) is retried with
+ * backoff inside the TTL, so that the nodes that missed together do not come
+ * back together.
+ *
  * The keepalive interval follows the granted TTL, not the configured one: a
  * reload that changes timing.lease_ttl takes effect at the next grant, and
  * until then the keys stay alive under the lease they have.
@@ -15,16 +28,30 @@
 
 #include "base/backoff.h"
 #include "base/cleanup.h"
-#include "config/config.h"
 #include "base/log.h"
+#include "config/config.h"
+#include "fleet/fleet_lease.h"
 #include "node_internal.h"
 
 static int node_on_keepalive(sd_event_source *s, uint64_t usec, void *userdata);
+
+/* After a failed keepalive or grant: half a second at first, up to 2 s, never
+ * less than a quarter second: several more tries still fit in any TTL. */
+static const struct backoff keepalive_backoff = {
+	.first = USEC_PER_SEC / 2, .cap = 2 * USEC_PER_SEC, .floor = USEC_PER_SEC / 4,
+};
 
 static uint64_t node_keepalive_interval(struct node *n)
 {
 	uint64_t usec = sec_to_usec((double)n->lease_ttl / 3.0);
 	return usec < USEC_PER_SEC / 2 ? USEC_PER_SEC / 2 : usec;
+}
+
+static uint64_t node_now(struct node *n)
+{
+	uint64_t usec = 0;
+	(void)sd_event_now(n->event, CLOCK_MONOTONIC, &usec);
+	return usec;
 }
 
 /*
@@ -64,14 +91,16 @@ int node_put_leased_keys(struct node *n)
 int node_register(struct node *n)
 {
 	long ttl = n->once ? n->opt.config->once_ttl : n->opt.config->lease_ttl;
+	uint64_t asked = node_now(n);
 	int64_t lease;
 	int r;
 
-	r = etcd_lease_grant(n->etcd, ttl, &lease);
+	r = fleet_lease_grant(&n->fleet, ttl, &lease);
 	if (r < 0)
 		return r;
 	n->lease = lease;
 	n->lease_ttl = ttl;
+	n->lease_refreshed = asked;
 	r = node_put_leased_keys(n);
 	if (r < 0)
 		return r;
@@ -84,53 +113,110 @@ int node_register(struct node *n)
 	return 0;
 }
 
+static void node_keepalive_arm(struct node *n, uint64_t delay)
+{
+	if (node_timer_arm(n, &n->keepalive, delay, node_on_keepalive) < 0)
+		log_warnx("cannot arm the keepalive timer: the lease will expire");
+}
+
+static uint64_t node_keepalive_retry(struct node *n)
+{
+	return backoff_delay(&keepalive_backoff, ++n->keepalive_failures);
+}
+
+/* The lease is gone: a new one, and every leased key again under it. */
+static uint64_t node_lease_regrant(struct node *n)
+{
+	long want = n->opt.config->lease_ttl;
+	uint64_t asked = node_now(n);
+	int64_t lease;
+
+	if (!n->keys_lost) {
+		log_warnx("lease %llx is gone, granting a new one and registering again",
+			  (unsigned long long)n->lease);
+		if (fleet_lease_grant(&n->fleet, want, &lease) < 0) {
+			log_warnx("cannot grant a lease: %s", node_etcd_error(n));
+			return node_keepalive_retry(n);
+		}
+		n->lease = lease;
+		n->lease_ttl = want;
+		n->lease_refreshed = asked;
+		n->keys_lost = true;
+		n->lease_regrants++;
+	}
+	/* Until every leased key is back under the new lease, try again. */
+	if (node_put_leased_keys(n) < 0) {
+		log_warnx("cannot register again: %s", node_etcd_error(n));
+		return node_keepalive_retry(n);
+	}
+	n->keys_lost = false;
+	n->keepalive_failures = 0;
+	log_info("registered again with lease %llx", (unsigned long long)n->lease);
+	return node_keepalive_interval(n);
+}
+
+static void node_on_keepalive_reply(int error, int64_t ttl, void *userdata)
+{
+	struct node *n = userdata;
+	uint64_t now = node_now(n), due;
+
+	n->keepalive_call = NULL;
+	if (error < 0) {
+		log_warnx("lease keepalive failed: %s", node_etcd_error(n));
+		node_keepalive_arm(n, node_keepalive_retry(n));
+		return;
+	}
+	if (ttl <= 0) {
+		node_keepalive_arm(n, node_lease_regrant(n));
+		return;
+	}
+	n->lease_ttl = (long)ttl;
+	n->lease_refreshed = n->keepalive_sent;
+	n->keepalive_failures = 0;
+	/* the next one an interval after this one left, however long it took */
+	due = n->keepalive_sent + node_keepalive_interval(n);
+	node_keepalive_arm(n, due > now ? due - now : 0);
+}
+
 static int node_on_keepalive(sd_event_source *s, uint64_t usec, void *userdata)
 {
 	struct node *n = userdata;
-	uint64_t next;
-	int64_t ttl = 0;
+	uint64_t now = node_now(n);
+	uint64_t ttl = (uint64_t)n->lease_ttl * USEC_PER_SEC;
+	uint64_t margin = ttl / 10 < USEC_PER_SEC ? ttl / 10 : USEC_PER_SEC;
+	uint64_t expiry = n->lease_refreshed + ttl - margin;
+	long patience_ms = expiry > now ? (long)((expiry - now) / 1000) : 0;
 	int r;
 
-	r = etcd_lease_keepalive(n->etcd, n->lease, &ttl);
-	if (r >= 0 && ttl > 0)
-		n->lease_ttl = (long)ttl;
-	next = node_keepalive_interval(n);
+	if (n->keys_lost) {
+		node_keepalive_arm(n, node_lease_regrant(n));
+		return 0;
+	}
+	if (n->keepalive_call)
+		return 0;	/* its reply arms the next */
+	if (patience_ms < n->opt.etcd.timeout_ms)
+		patience_ms = n->opt.etcd.timeout_ms;
+	r = fleet_lease_keepalive_start(&n->fleet, n->lease, patience_ms, node_on_keepalive_reply,
+					n, &n->keepalive_call);
 	if (r < 0) {
-		/* Try again sooner: two more misses still fit in the TTL.
-		 * Jittered, so that nodes that missed together (a slow etcd)
-		 * do not all come back in the same instant. */
-		log_warnx("lease keepalive failed: %s", node_etcd_error(n));
-		next = next / 3 < USEC_PER_SEC ? next / 3 : USEC_PER_SEC;
-		next = random_between(USEC_PER_SEC / 4, next > USEC_PER_SEC / 4 ? next : USEC_PER_SEC / 4);
-	} else if (ttl <= 0) {
-		int64_t lease;
-		long want = n->opt.config->lease_ttl;
-		log_warnx("lease %llx is gone, granting a new one and registering again",
-			  (unsigned long long)n->lease);
-		r = etcd_lease_grant(n->etcd, want, &lease);
-		if (r < 0) {
-			log_warnx("cannot grant a lease: %s", node_etcd_error(n));
-			next = random_between(USEC_PER_SEC / 2, 3 * USEC_PER_SEC / 2);
-		} else {
-			n->lease = lease;
-			n->lease_ttl = want;
-			n->keys_lost = true;
-			n->lease_regrants++;
-			next = node_keepalive_interval(n);
-		}
+		log_warnx("cannot send a lease keepalive: %s", strerror(-r));
+		node_keepalive_arm(n, node_keepalive_retry(n));
+		return 0;
 	}
-	if (n->keys_lost && r >= 0) {
-		/* Until every leased key is back under the new lease, try again
-		 * at each tick. */
-		if (node_put_leased_keys(n) < 0) {
-			log_warnx("cannot register again: %s", node_etcd_error(n));
-			next = random_between(USEC_PER_SEC / 2, 3 * USEC_PER_SEC / 2);
-		} else {
-			n->keys_lost = false;
-			log_info("registered again with lease %llx", (unsigned long long)n->lease);
-		}
-	}
-	if (node_timer_arm(n, &n->keepalive, next, node_on_keepalive) < 0)
-		log_warnx("cannot arm the keepalive timer: the lease will expire");
+	n->keepalive_sent = now;
 	return 0;
+}
+
+void node_keepalive_stop(struct node *n)
+{
+	node_timer_cancel(&n->keepalive);
+	fleet_call_cancel(n->keepalive_call);
+	n->keepalive_call = NULL;
+}
+
+void node_keepalive_restart(struct node *n)
+{
+	node_keepalive_stop(n);
+	if (n->registered && !n->once)
+		node_keepalive_arm(n, 0);
 }

@@ -1,0 +1,210 @@
+/*
+ * etcd_call.c — unary requests that do not block the daemon's loop.
+ *
+ * A blocking request holds the loop for as long as etcd takes, up to the
+ * request timeout per endpoint; when etcd is slower than that, the request is
+ * abandoned and, worse, sent again while etcd still works on the first one.
+ * An asynchronous call runs on the client's multi handle beside the watch
+ * streams, on an easy handle (and so a connection) of its own: the loop serves
+ * everything else while it waits, and the caller may give it the patience the
+ * request deserves (a keepalive: until the lease would expire) instead of the
+ * request timeout.
+ *
+ * An attempt's outcome is read by etcd_attempt_read(), the blocking calls'
+ * own reader, so both kinds fail over, re-authenticate and report errors the
+ * same way.  What differs is only who waits: here curl tells
+ * etcd_call_transfer_done() from the loop (multi_collect in etcd_watch.c), and
+ * the caller's function runs there, after curl has returned.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/cleanup.h"
+#include "etcd/etcd.h"
+#include "etcd_internal.h"
+
+struct etcd_call {
+	enum etcd_transfer transfer;	/* first: CURLINFO_PRIVATE points here */
+	struct etcd_client *c;
+	struct etcd_call *next;		/* in c->calls */
+
+	const char *path;		/* a literal */
+	char *body;
+	long attempt_ms;		/* each attempt's timeout */
+	size_t attempt;			/* endpoints tried, the current one included */
+	bool reauthed, tls_refused;
+
+	CURL *easy;
+	struct curl_slist *headers;
+	struct buf reply;
+
+	/* Reads a successful reply into the call's value. */
+	int (*decode)(struct etcd_client *c, const cJSON *reply, int64_t *ret);
+	etcd_value_fn fn;
+	void *userdata;
+};
+
+static void call_unlink(struct etcd_call *call)
+{
+	for (struct etcd_call **p = &call->c->calls; *p; p = &(*p)->next) {
+		if (*p == call) {
+			*p = call->next;
+			return;
+		}
+	}
+}
+
+static void call_free(struct etcd_call *call)
+{
+	if (call->easy) {
+		curl_multi_remove_handle(call->c->multi, call->easy);
+		curl_easy_cleanup(call->easy);
+	}
+	curl_slist_free_all(call->headers);
+	buf_release(&call->reply);
+	free(call->body);
+	free(call);
+}
+
+void etcd_call_cancel(struct etcd_call *call)
+{
+	if (!call)
+		return;
+	call_unlink(call);
+	call_free(call);
+}
+
+void etcd_calls_free(struct etcd_client *c)
+{
+	while (c->calls)
+		etcd_call_cancel(c->calls);
+}
+
+/* Sends the current attempt: endpoint (current + attempt) of the client. */
+static int call_send(struct etcd_call *call)
+{
+	struct etcd_client *c = call->c;
+	size_t i = (c->current + call->attempt) % c->n_endpoints;
+
+	if (call->easy) {
+		curl_multi_remove_handle(c->multi, call->easy);
+		curl_easy_reset(call->easy);
+	} else if (!(call->easy = curl_easy_init())) {
+		return -ENOMEM;
+	}
+	curl_slist_free_all(call->headers);
+	call->headers = NULL;
+	buf_release(&call->reply);
+
+	int r = etcd_easy_setup(c, call->easy, c->endpoints[i], call->path, call->body,
+				call->attempt_ms, &call->headers);
+	if (r < 0)
+		return r;
+	curl_easy_setopt(call->easy, CURLOPT_WRITEFUNCTION, etcd_write_to_buf);
+	curl_easy_setopt(call->easy, CURLOPT_WRITEDATA, &call->reply);
+	curl_easy_setopt(call->easy, CURLOPT_PRIVATE, &call->transfer);
+	c->requests++;
+	return curl_multi_add_handle(c->multi, call->easy) == CURLM_OK ? 0 : -ENOMEM;
+}
+
+/* Ends the call: the caller's function, then the call is gone. */
+static void call_finish(struct etcd_call *call, int error, const cJSON *reply)
+{
+	int64_t value = 0;
+
+	if (error >= 0)
+		error = call->decode(call->c, reply, &value);
+	call_unlink(call);
+	call->fn(error < 0 ? error : 0, value, call->userdata);
+	call_free(call);
+}
+
+void etcd_call_transfer_done(struct etcd_call *call, CURLcode code)
+{
+	struct etcd_client *c = call->c;
+	size_t i = (c->current + call->attempt) % c->n_endpoints;
+	_cleanup_(cJSON_Deletep) cJSON *reply = NULL;
+	long http_code = 0;
+	int r = -ECONNREFUSED;
+
+	if (code == CURLE_OK)
+		curl_easy_getinfo(call->easy, CURLINFO_RESPONSE_CODE, &http_code);
+	switch (etcd_attempt_read(c, i, call->path, call->body, code, http_code, &call->reply,
+				  &call->tls_refused, &r, &reply)) {
+	case ETCD_ATTEMPT_DONE:
+		call_finish(call, r, reply);
+		return;
+	case ETCD_ATTEMPT_ELSEWHERE:
+		if (++call->attempt < c->n_endpoints)
+			break;
+		call_finish(call, call->tls_refused && r == -ECONNREFUSED ? -EACCES : r, NULL);
+		return;
+	case ETCD_ATTEMPT_REAUTH:
+		if (call->reauthed) {
+			call_finish(call, r, NULL);
+			return;
+		}
+		/* Blocking, but rare: simple tokens expire after etcd's
+		 * --auth-token-ttl, and the new one serves every later call. */
+		call->reauthed = true;
+		if ((r = etcd_reauthenticate(c)) < 0) {
+			call_finish(call, r, NULL);
+			return;
+		}
+		/* the same member again, with the new token: c->current may
+		 * have moved to it while authenticating */
+		call->attempt = (i + c->n_endpoints - c->current) % c->n_endpoints;
+		break;
+	}
+	if ((r = call_send(call)) < 0)
+		call_finish(call, r, NULL);
+}
+
+static int call_start(struct etcd_client *c, const char *path, char *body, long timeout_ms,
+		      int (*decode)(struct etcd_client *, const cJSON *, int64_t *),
+		      etcd_value_fn fn, void *userdata, struct etcd_call **ret)
+{
+	_cleanup_(freep) char *text = body;
+	int r;
+
+	if (!c->multi)
+		return -EINVAL;
+	etcd_call_begin(c);
+	if (c->user && !c->token && (r = etcd_authenticate(c)) < 0)
+		return r;
+
+	struct etcd_call *call = calloc(1, sizeof(*call));
+	if (!call)
+		return -ENOMEM;
+	call->transfer = ETCD_TRANSFER_CALL;
+	call->c = c;
+	call->path = path;
+	call->body = TAKE_PTR(text);
+	call->reply = (struct buf)BUF_INIT;
+	call->attempt_ms = timeout_ms / (long)c->n_endpoints;
+	if (call->attempt_ms < c->timeout_ms)
+		call->attempt_ms = c->timeout_ms;
+	call->decode = decode;
+	call->fn = fn;
+	call->userdata = userdata;
+	if ((r = call_send(call)) < 0) {
+		call_free(call);
+		return r;
+	}
+	call->next = c->calls;
+	c->calls = call;
+	*ret = call;
+	return 0;
+}
+
+int etcd_lease_keepalive_start(struct etcd_client *c, int64_t id, long timeout_ms,
+			       etcd_value_fn fn, void *userdata, struct etcd_call **ret)
+{
+	char *body = NULL;
+	int r = etcd_keepalive_body(id, &body);
+	if (r < 0)
+		return r;
+	return call_start(c, "/v3/lease/keepalive", body, timeout_ms, etcd_decode_keepalive, fn,
+			  userdata, ret);
+}

@@ -1,0 +1,92 @@
+#!/bin/sh
+test_description='orchestrated: a lease survives an etcd slower than the request timeout, and a stopped one'
+. "$(dirname "$0")/test-lib.sh"
+. "$TEST_DIRECTORY/lib-daemon.sh"
+
+# An etcd slower than the request timeout is the start of the spiral a fleet
+# can make of a busy cluster: keepalives given up on and sent again, the lease
+# lost although etcd was there all along, every key of the node deleted and
+# written again.  tools/slow-proxy stands between one daemon and a real etcd
+# and, on demand, holds every request back for longer than the daemon's
+# request timeout (1 s here), dropping those whose caller hung up, as an etcd
+# with a long queue does.  The lease's TTL is 9 s: keepalives every 3 s.
+
+test_have_orchestrated
+command -v python3 >/dev/null 2>&1 || skip_all "needs python3 for the slow proxy"
+start_etcd
+
+"$TEST_DIRECTORY/tools/slow-proxy" "$ETCD_PORT" "$TRASH/proxy.port" "$TRASH/delay" \
+	"$TRASH/proxy.log" 2>"$TRASH/proxy.err" &
+test_register_pid $!
+wait_for "test -s '$TRASH/proxy.port'" 10 || skip_all "the slow proxy did not start"
+PROXY_URL="http://127.0.0.1:$(cat "$TRASH/proxy.port")"
+
+# lease_of HOST  — the lease alive/HOST is under, in decimal (empty when absent).
+lease_of () {
+	etcdctl_ get -w json "/alive/$1" | python3 -c '
+import json, sys
+kvs = json.load(sys.stdin).get("kvs") or []
+print(kvs[0].get("lease", 0) if kvs else "")'
+}
+
+# keepalives FROM TO  — keepalive requests the proxy passed to etcd in [FROM, TO).
+keepalives () {
+	awk -v a="$1" -v b="$2" '$2 == "/v3/lease/keepalive" && $1 >= a && $1 < b' \
+		"$TRASH/proxy.log" | wc -l | tr -d ' '
+}
+
+now () {
+	date +%s.%N
+}
+
+test_expect_success 'setup: a node through the proxy, at v1' '
+	LEASE_TTL=9 node_setup s1 &&
+	sed -i "s/^  timeout: 5$/  timeout: 1/" s1/orchestrate.yaml &&
+	grep -q "^  timeout: 1$" s1/orchestrate.yaml &&
+	etcdctl_put /current_version v1 &&
+	( ETCD_URL=$PROXY_URL && start_node s1 ) &&
+	wait_for "node_at s1 v1" 20 &&
+	lease_of s1 >lease.before &&
+	test -s lease.before
+'
+
+test_expect_success 'etcd 2.5 s behind for 20 s (twice the TTL): the lease is kept, keepalives are not resent' '
+	cp s1/log s1/log.before &&
+	from=$(now) &&
+	echo 2.5 >delay &&
+	sleep 20 &&
+	rm -f delay &&
+	to=$(now) &&
+	sleep 3 &&
+	sent=$(keepalives "$from" "$to") &&
+	failed=$(sed -n "$(( $(wc -l <s1/log.before) + 1 )),\$p" s1/log | grep -c "lease keepalive failed" || :) &&
+	lost=$(grep -c "is gone" s1/log || :) &&
+	echo "keepalives that reached etcd in 20 s: $sent (about one per 3 s); failed: $failed; leases lost: $lost" >measured &&
+	test "$(lease_of s1)" = "$(cat lease.before)" &&
+	test "$lost" = 0 && test "$failed" = 0 &&
+	test "$sent" -ge 3 && test "$sent" -le 8
+'
+test -f measured && say_comment <measured
+
+test_expect_success 'after the stretch the node converges as before' '
+	etcdctl_put /current_version v2 &&
+	wait_for "node_at s1 v2" 30 &&
+	test "$(lease_of s1)" = "$(cat lease.before)"
+'
+
+test_expect_success 'etcd stopped for 5 s (past the request timeout, inside the TTL) during a run: the lease is kept, the run recorded once' '
+	echo 3 >s1/config.sleep &&
+	etcdctl_put /current_version v3 &&
+	wait_for "grep -q \"config v3\" s1/config.count" 20 &&
+	kill -STOP "$(cat "$ETCD_STATE/etcd/pid")" &&
+	sleep 5 &&
+	kill -CONT "$(cat "$ETCD_STATE/etcd/pid")" &&
+	wait_for "node_at s1 v3" 40 &&
+	test "$(lease_of s1)" = "$(cat lease.before)" &&
+	! grep -q "is gone" s1/log &&
+	test "$(grep -c "config v3" s1/config.count)" = 1 &&
+	status_is s1 puppet success
+'
+
+stop_all_nodes
+test_done
