@@ -29,9 +29,10 @@ kvs = json.load(sys.stdin).get("kvs") or []
 print(kvs[0].get("lease", 0) if kvs else "")'
 }
 
-# keepalives FROM TO  — keepalive requests the proxy passed to etcd in [FROM, TO).
-keepalives () {
-	awk -v a="$1" -v b="$2" '$2 == "/v3/lease/keepalive" && $1 >= a && $1 < b' \
+# requests PATH FROM [TO]  — requests for PATH (/v3/lease/keepalive,
+# /v3/kv/range...) the proxy passed to etcd in [FROM, TO).
+requests () {
+	awk -v p="$1" -v a="$2" -v b="${3:-9999999999}" '$2 == p && $1 >= a && $1 < b' \
 		"$TRASH/proxy.log" | wc -l | tr -d ' '
 }
 
@@ -58,7 +59,7 @@ test_expect_success 'etcd 2.5 s behind for 20 s (twice the TTL): the lease is ke
 	rm -f delay &&
 	to=$(now) &&
 	sleep 3 &&
-	sent=$(keepalives "$from" "$to") &&
+	sent=$(requests /v3/lease/keepalive "$from" "$to") &&
 	failed=$(sed -n "$(( $(wc -l <s1/log.before) + 1 )),\$p" s1/log | grep -c "lease keepalive failed" || :) &&
 	lost=$(grep -c "is gone" s1/log || :) &&
 	echo "keepalives that reached etcd in 20 s: $sent (about one per 3 s); failed: $failed; leases lost: $lost" >measured &&
@@ -86,6 +87,22 @@ test_expect_success 'etcd stopped for 5 s (past the request timeout, inside the 
 	! grep -q "is gone" s1/log &&
 	test "$(grep -c "config v3" s1/config.count)" = 1 &&
 	status_is s1 puppet success
+'
+
+test_expect_success 'etcd stopped as the run ends: its record is written when etcd is back, and nothing is read again' '
+	rm -f s1/config.sleep &&
+	echo 2 >s1/validate.sleep &&
+	etcdctl_put /current_version v4 &&
+	wait_for "grep -q \"validate v4\" s1/validate.count" 20 &&
+	from=$(now) &&
+	kill -STOP "$(cat "$ETCD_STATE/etcd/pid")" &&
+	sleep 5 &&
+	kill -CONT "$(cat "$ETCD_STATE/etcd/pid")" &&
+	wait_for "node_at s1 v4" 40 &&
+	status_is s1 puppet success &&
+	grep -q "cannot record the run at .v4." s1/log &&
+	test "$(requests /v3/kv/range "$from")" = 0 &&
+	test "$(lease_of s1)" = "$(cat lease.before)"
 '
 
 stop_all_nodes

@@ -379,9 +379,10 @@ static bool node_evaluate_run(struct node *n)
 		log_warnx("cannot take a rollout slot: %s", node_etcd_error(n));
 		node_set_state(n, NODE_WAIT_SLOT, "cannot take a rollout slot: %s",
 			       node_etcd_error(n));
-		node_schedule_resync(n, USEC_PER_SEC);
+		node_retry_later(n);
 		return false;
 	}
+	node_retry_reset(n);
 	if (wait.halting)
 		return false;	/* the halt reaches the model next */
 	node_watch_progress(n, &wait);
@@ -460,6 +461,33 @@ void node_schedule_evaluate(struct node *n)
 {
 	if (n->evaluate)
 		(void)sd_event_source_set_enabled(n->evaluate, SD_EVENT_ONESHOT);
+}
+
+static int node_on_retry_timer(sd_event_source *s, uint64_t usec, void *userdata)
+{
+	struct node *n = userdata;
+	node_timer_cancel(&n->retry_timer);
+	node_schedule_evaluate(n);
+	return 0;
+}
+
+void node_retry_later(struct node *n)
+{
+	/* 1 s at first, doubling up to 30 s, full jitter above half a second:
+	 * nodes whose writes failed together (a slow etcd) come back apart. */
+	static const struct backoff b = { USEC_PER_SEC, 30 * USEC_PER_SEC, USEC_PER_SEC / 2 };
+
+	if (n->retry_timer || n->stopping)
+		return;
+	n->retry_failures++;
+	if (node_timer_arm(n, &n->retry_timer, backoff_delay(&b, n->retry_failures),
+			   node_on_retry_timer) < 0)
+		log_warnx("cannot arm the retry timer");
+}
+
+void node_retry_reset(struct node *n)
+{
+	n->retry_failures = 0;
 }
 
 /* --- once --------------------------------------------------------------------------- */
@@ -541,6 +569,7 @@ void node_stop(struct node *n)
 	node_timer_cancel(&n->run_timer);
 	node_timer_cancel(&n->resync);
 	node_timer_cancel(&n->debounce);
+	node_timer_cancel(&n->retry_timer);
 	node_keepalive_stop(n);
 	node_timer_cancel(&n->once_deadline);
 	node_timer_cancel(&n->progress_timer);
@@ -746,6 +775,7 @@ struct node *node_free(struct node *n)
 	sd_event_source_disable_unref(n->resync);
 	sd_event_source_disable_unref(n->debounce);
 	sd_event_source_disable_unref(n->evaluate);
+	sd_event_source_disable_unref(n->retry_timer);
 	sd_event_source_disable_unref(n->run_timer);
 	sd_event_source_disable_unref(n->once_deadline);
 	sd_event_source_disable_unref(n->stop_timer);

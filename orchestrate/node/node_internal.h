@@ -103,6 +103,8 @@ struct node {
 
 	/* the consistent run (node_run.c) */
 	sd_event_source *evaluate;
+	sd_event_source *retry_timer;	/* node_retry_later() */
+	unsigned retry_failures;	/* writes failed in a row, for its backoff */
 	sd_event_source *run_timer;	/* splay or backoff */
 	sd_event_source *once_deadline;
 	struct hook *run_hook;
@@ -141,6 +143,14 @@ struct node {
 void node_set_state(struct node *n, enum node_state state, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 void node_schedule_evaluate(struct node *n);
+/* A write the decision needs (a slot, a halt, a run's record) failed: decide
+ * again after a backoff, from the model the stream keeps current — never a
+ * re-read, which would turn every failed write into a read of the whole
+ * model and a new stream. */
+void node_retry_later(struct node *n);
+/* The decision's writes went through: the next failure starts the backoff
+ * afresh. */
+void node_retry_reset(struct node *n);
 void node_write_metrics(struct node *n);
 void node_hook_started(struct node *n, const char *name);
 void node_hook_ended(struct node *n, const char *name, const struct hook_result *res);

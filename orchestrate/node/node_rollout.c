@@ -366,7 +366,7 @@ int node_halt(struct node *n, const char *reason, size_t failed)
 		log_warnx("cannot halt the rollout of %s (%s): %s, will retry", m->desired, reason,
 			  node_etcd_error(n));
 		n->budget_trigger = 0;
-		node_schedule_resync(n, USEC_PER_SEC);
+		node_retry_later(n);
 		return 0;
 	}
 	if (r == 0)
@@ -406,7 +406,7 @@ int node_check_budget(struct node *n)
 	r = node_budget_exceeded(n, failed, &reason);
 	if (r < 0) {
 		n->budget_trigger = 0;
-		node_schedule_resync(n, USEC_PER_SEC);
+		node_retry_later(n);
 		return 0;
 	}
 	return r > 0 ? node_halt(n, reason, failed) : 0;

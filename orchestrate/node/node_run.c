@@ -392,10 +392,11 @@ void node_retry_owed(struct node *n)
 	if (node_record_end(n, n->local, true, 0, NULL, NULL) < 0) {
 		log_warnx("cannot record the run at '%s': %s, will retry", n->local,
 			  node_etcd_error(n));
-		node_schedule_resync(n, USEC_PER_SEC);
+		node_retry_later(n);
 		return;
 	}
 	n->success_owed = false;
+	node_retry_reset(n);
 	log_info("run at '%s' recorded", n->local);
 }
 
@@ -633,6 +634,7 @@ bool node_start_run(struct node *n)
 		node_run_failed(n, "status update");
 		return true;
 	}
+	node_retry_reset(n);
 	if (retry)
 		log_fields(LOG_INFO, n->run_version, NULL,
 			   "attempt %ld at %s (failed since %lld)", n->attempts + 1, n->run_version,
