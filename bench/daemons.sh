@@ -8,6 +8,10 @@
 #   CONSUMES=db bench/daemons.sh       ...and renders only `db` (node.consumes)
 #   POLICY='{"max_parallel":50,"max_fail_percent":10}' bench/daemons.sh
 #                                      the triggers run under that rollout policy
+#   KEEP_LOGS=DIR bench/daemons.sh    keeps the daemons' logs in DIR
+#   ETCD_CPU=10 bench/daemons.sh       etcd held to 10 % of one core during the
+#                                      triggers (a cpu cgroup, v1 or v2; root):
+#                                      an etcd slower than the request timeout
 #
 # Measures:
 #   - idle memory of one daemon: VmRSS, and its anonymous (private) part;
@@ -30,6 +34,8 @@ triggers=${TRIGGERS:-3}
 services=${SERVICES:-0}
 consumes=${CONSUMES-}
 policy=${POLICY-}	# e.g. POLICY='{"max_parallel":50,"max_fail_percent":10}'
+etcd_cpu=${ETCD_CPU-}	# percent of one core etcd may use during the triggers
+keep_logs=${KEEP_LOGS-}	# a directory: the daemons' logs are copied there at the end
 
 export SETTLE=${SETTLE:-3} SETTLE_TIMEOUT=${SETTLE_TIMEOUT:-120}
 export TRIGGER_TIMEOUT=${TRIGGER_TIMEOUT:-120}
@@ -113,7 +119,53 @@ echo "watch streams per daemon: $(etcd_gauge etcd_debugging_mvcc_watch_stream_to
 	'{ printf "%.2f", $1 / n }'), watchers per daemon: $(etcd_gauge etcd_debugging_mvcc_watcher_total |
 	awk -v n="$daemons" '{ printf "%.2f", $1 / n }')"
 
+# etcd_cpu_limit PERCENT — moves etcd into a cpu cgroup of its own held to
+# PERCENT of one core (cgroup v2's cpu.max, else v1's cfs quota); undone at exit.
+cpu_cgroup=
+etcd_cpu_limit() {
+	local quota=$(($1 * 1000)) root
+	if [ -w /sys/fs/cgroup/cgroup.subtree_control ] &&
+		grep -qw cpu /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
+		root=/sys/fs/cgroup
+		echo +cpu >"$root/cgroup.subtree_control" 2>/dev/null || true
+		cpu_cgroup=$root/orchestrate-bench-$$
+		mkdir "$cpu_cgroup" && echo "$quota 100000" >"$cpu_cgroup/cpu.max"
+	elif [ -d /sys/fs/cgroup/cpu ] && [ -w /sys/fs/cgroup/cpu ]; then
+		root=/sys/fs/cgroup/cpu
+		cpu_cgroup=$root/orchestrate-bench-$$
+		mkdir "$cpu_cgroup" && echo 100000 >"$cpu_cgroup/cpu.cfs_period_us" &&
+			echo "$quota" >"$cpu_cgroup/cpu.cfs_quota_us"
+	else
+		echo "daemons.sh: ETCD_CPU needs a writable cpu cgroup (run as root)" >&2
+		exit 1
+	fi
+	echo "$LOCAL_ETCD_PID" >"$cpu_cgroup/cgroup.procs"
+	trap 'etcd_cpu_unlimit; local_scratch_cleanup' EXIT
+}
+etcd_cpu_unlimit() {
+	[ -n "$cpu_cgroup" ] || return 0
+	local root=${cpu_cgroup%/*}
+	echo "$LOCAL_ETCD_PID" >"$root/cgroup.procs" 2>/dev/null || true
+	rmdir "$cpu_cgroup" 2>/dev/null || true
+	cpu_cgroup=
+}
+
+# log_counts — what the daemons logged so far: keepalives failed, leases lost,
+# sync retries, full re-reads (one line, four numbers).
+log_counts() {
+	local p
+	for p in "lease keepalive failed" "is gone, granting" "sync failed" "reading everything again"; do
+		cat "$work"/n*/log | grep -c "$p" || true
+	done | tr '\n' ' '
+	echo
+}
+log_counts >"$work/logs0"
+
 echo
+if [ -n "$etcd_cpu" ]; then
+	etcd_cpu_limit "$etcd_cpu"
+	echo "etcd is held to $etcd_cpu % of one core from now on"
+fi
 if [ -n "$policy" ]; then
 	etcdctl_ put /rollout/policy "$policy" >/dev/null
 	sleep "$SETTLE"
@@ -128,12 +180,24 @@ for t in $(seq 1 "$triggers"); do
 	awk -v t0="$BT_T0" '{ print $1 / 1e6 - t0 }' "$work/starts/$v" 2>/dev/null | ms_stats |
 		awk -v v="$v" -v n="$started" -v atn="$atn" -v atmax="$atmax" \
 		'{ printf "  %-8s %8d %8s %8s %8s %8s %10s\n", v, n, $2, $3, $4, atn, atmax }'
-	echo "$t $BT_REQ $BT_CPU $BT_METHODS" >>"$work/per-trigger"
+	echo "$t $BT_REQ $BT_CPU $BT_KEEPALIVE $BT_METHODS" >>"$work/per-trigger"
 done
+etcd_cpu_unlimit
 echo
-echo "etcd per daemon per trigger: requests (all but keepalives), CPU ms, and by method:"
-awk '{ printf "  trigger %d: %6.2f requests %7.2f ms   ", $1, $2, $3; for (i = 4; i <= NF; i += 2)
-	printf " %s %s", $i, $(i + 1); printf "\n" }' "$work/per-trigger"
+echo "etcd per daemon per trigger: requests (all but keepalives), keepalives, CPU ms, by method,"
+echo "and the floor of the trigger: the etcd CPU it took, on etcd's share of a core (${etcd_cpu:-100} %):"
+awk -v share="${etcd_cpu:-100}" -v n="$daemons" '{
+	printf "  trigger %d: %6.2f requests %5.2f keepalives %7.2f ms  floor %6.1f s  ", $1, $2, $4, $3,
+		$3 * n / 1000 / (share / 100)
+	for (i = 5; i <= NF; i += 2) printf " %s %s", $i, $(i + 1); printf "\n" }' "$work/per-trigger"
+log_counts >"$work/logs1"
+paste "$work/logs0" "$work/logs1" | awk -v n="$daemons" '{
+	printf "from the daemons\x27 logs, per daemon over the triggers: keepalives failed %.2f, leases lost %.2f,\n", ($5 - $1) / n, ($6 - $2) / n
+	printf "  sync retries %.2f, full re-reads of the catalog %.2f\n", ($7 - $3) / n, ($8 - $4) / n }'
+if [ -n "$keep_logs" ]; then
+	mkdir -p "$keep_logs"
+	for d in "$work"/n*/; do cp "$d/log" "$keep_logs/$(basename "$d").log"; done
+fi
 sleep 1	# the benchmark's own watch streams close
 rss1=$(etcd_rss_kib "${ETCD_PIDS[@]}")
 echo "after the triggers: watch streams per daemon $(etcd_gauge etcd_debugging_mvcc_watch_stream_total |

@@ -105,5 +105,25 @@ test_expect_success 'etcd stopped as the run ends: its record is written when et
 	test "$(lease_of s1)" = "$(cat lease.before)"
 '
 
+test_expect_success 'etcd stopped past the TTL: the lease is gone, and every leased key is back in one txn' '
+	rm -f s1/validate.sleep &&
+	test -n "$(etcdctl_get /running_version/s1)" &&
+	test -n "$(etcdctl_get /available_services/common/s1)" &&
+	kill -STOP "$(cat "$ETCD_STATE/etcd/pid")" &&
+	sleep 12 &&
+	from=$(now) &&
+	kill -CONT "$(cat "$ETCD_STATE/etcd/pid")" &&
+	wait_for "grep -q \"registered again\" s1/log" 30 &&
+	sleep 1 &&
+	test "$(requests /v3/lease/grant "$from")" = 1 &&
+	test "$(requests /v3/kv/txn "$from")" = 1 &&
+	test "$(requests /v3/kv/range "$from")" = 0 &&
+	test "$(lease_of s1)" != "$(cat lease.before)" &&
+	lease=$(etcdctl_lease_of /alive/s1) &&
+	test "$(etcdctl_lease_of /running_version/s1)" = "$lease" &&
+	test "$(etcdctl_lease_of /available_services/common/s1)" = "$lease" &&
+	etcdctl_get /alive/s1 | grep -q "\"version\":\"v4\""
+'
+
 stop_all_nodes
 test_done

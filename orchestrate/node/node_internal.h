@@ -58,6 +58,7 @@ struct node {
 	long lease_ttl;			/* the TTL etcd granted */
 	bool registered;
 	bool keys_lost;			/* a new lease whose keys are not all put */
+	bool lease_expired;		/* ...and etcd no longer knows that lease */
 	sd_event_source *keepalive;	/* the next keepalive's timer */
 	struct etcd_call *keepalive_call; /* the keepalive in flight, or NULL */
 	uint64_t keepalive_sent;	/* when it was sent (CLOCK_MONOTONIC usec) */

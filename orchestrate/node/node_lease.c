@@ -35,10 +35,18 @@
 
 static int node_on_keepalive(sd_event_source *s, uint64_t usec, void *userdata);
 
-/* After a failed keepalive or grant: half a second at first, up to 2 s, never
- * less than a quarter second: several more tries still fit in any TTL. */
+/* After a keepalive that failed early: half a second at first, up to 2 s,
+ * never less than a quarter second: several more tries still fit in any TTL. */
 static const struct backoff keepalive_backoff = {
 	.first = USEC_PER_SEC / 2, .cap = 2 * USEC_PER_SEC, .floor = USEC_PER_SEC / 4,
+};
+/* After a failed grant or registration: the lease is gone and no deadline is
+ * left to meet, so the node backs off as every other retry does (1 s doubling
+ * up to 30 s, full jitter above half a second).  A fleet whose leases went
+ * together (an etcd that stalled past the TTL) must not come back at a write
+ * every 2 s per node: that is what keeps a busy etcd busy. */
+static const struct backoff register_backoff = {
+	.first = USEC_PER_SEC, .cap = 30 * USEC_PER_SEC, .floor = USEC_PER_SEC / 2,
 };
 
 static uint64_t node_keepalive_interval(struct node *n)
@@ -55,9 +63,12 @@ static uint64_t node_now(struct node *n)
 }
 
 /*
- * Puts every leased key this node owns: alive, provisioned and group (one txn
- * in fleet_register), then one batch with its services, its running_version and
- * its rollout holder.  Used at start and when the lease was lost.
+ * Puts every leased key this node owns.  At start: alive with the provisioned
+ * status and the group (one txn in fleet_register; those two are not leased),
+ * then one batch with its services, its running_version and its rollout
+ * holder.  After a lost lease only the leased keys are gone: alive goes back
+ * in that same batch, one txn in all, so a fleet that lost its leases together
+ * (an etcd that stalled past the TTL) comes back at one write per node.
  */
 int node_put_leased_keys(struct node *n)
 {
@@ -65,10 +76,14 @@ int node_put_leased_keys(struct node *n)
 	_cleanup_(fleet_batch_freep) struct fleet_batch *b = NULL;
 	int r;
 
-	r = fleet_register(&n->fleet, n->host, cfg->group, n->local, (long)getpid(), n->lease);
-	if (r < 0)
+	if (!n->registered &&
+	    (r = fleet_register(&n->fleet, n->host, cfg->group, n->local, (long)getpid(),
+				n->lease)) < 0)
 		return r;
 	if ((r = fleet_batch_new(&n->fleet, &b)) < 0)
+		return r;
+	if (n->registered &&
+	    (r = fleet_batch_alive(b, n->host, n->local, (long)getpid(), n->lease)) < 0)
 		return r;
 	if (n->published && (r = node_batch_services(n, b, n->services_healthy, true)) < 0)
 		log_warnx("cannot publish this node's services: %s", strerror(-r));
@@ -124,6 +139,11 @@ static uint64_t node_keepalive_retry(struct node *n)
 	return backoff_delay(&keepalive_backoff, ++n->keepalive_failures);
 }
 
+static uint64_t node_register_retry(struct node *n)
+{
+	return backoff_delay(&register_backoff, ++n->keepalive_failures);
+}
+
 /* The lease is gone: a new one, and every leased key again under it. */
 static uint64_t node_lease_regrant(struct node *n)
 {
@@ -131,23 +151,30 @@ static uint64_t node_lease_regrant(struct node *n)
 	uint64_t asked = node_now(n);
 	int64_t lease;
 
-	if (!n->keys_lost) {
+	if (!n->keys_lost || n->lease_expired) {
 		log_warnx("lease %llx is gone, granting a new one and registering again",
 			  (unsigned long long)n->lease);
 		if (fleet_lease_grant(&n->fleet, want, &lease) < 0) {
 			log_warnx("cannot grant a lease: %s", node_etcd_error(n));
-			return node_keepalive_retry(n);
+			return node_register_retry(n);
 		}
 		n->lease = lease;
 		n->lease_ttl = want;
 		n->lease_refreshed = asked;
 		n->keys_lost = true;
+		n->lease_expired = false;
 		n->lease_regrants++;
 	}
-	/* Until every leased key is back under the new lease, try again. */
-	if (node_put_leased_keys(n) < 0) {
+	/* Until every leased key is back under the new lease, try again.  When
+	 * etcd's queue outlasted the new lease too, etcd says it is not found
+	 * (NotFound, -EINVAL): the next try needs a lease of its own, or it
+	 * would put under the dead one forever. */
+	int r = node_put_leased_keys(n);
+	if (r < 0) {
 		log_warnx("cannot register again: %s", node_etcd_error(n));
-		return node_keepalive_retry(n);
+		if (r == -EINVAL)
+			n->lease_expired = true;
+		return node_register_retry(n);
 	}
 	n->keys_lost = false;
 	n->keepalive_failures = 0;
@@ -194,6 +221,12 @@ static int node_on_keepalive(sd_event_source *s, uint64_t usec, void *userdata)
 	}
 	if (n->keepalive_call)
 		return 0;	/* its reply arms the next */
+	/* Past the time the lease surely had, etcd may still not have
+	 * expired it (a stalled etcd's lessor stalls too): only its answer
+	 * says, so wait a whole TTL for it rather than ask again every
+	 * request timeout into the same queue. */
+	if (patience_ms < n->opt.etcd.timeout_ms)
+		patience_ms = (long)(ttl / 1000);
 	if (patience_ms < n->opt.etcd.timeout_ms)
 		patience_ms = n->opt.etcd.timeout_ms;
 	r = fleet_lease_keepalive_start(&n->fleet, n->lease, patience_ms, node_on_keepalive_reply,

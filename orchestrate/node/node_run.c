@@ -387,8 +387,8 @@ fail:
 /* From idle: writes again what a successful run could not. */
 void node_retry_owed(struct node *n)
 {
-	if (!n->success_owed || !n->local)
-		return;
+	if (!n->success_owed || !n->local || n->retry_timer)
+		return;		/* nothing owed, or its retry is not due yet */
 	if (node_record_end(n, n->local, true, 0, NULL, NULL) < 0) {
 		log_warnx("cannot record the run at '%s': %s, will retry", n->local,
 			  node_etcd_error(n));
@@ -508,6 +508,8 @@ static void node_validate_done(struct node *n, const struct hook_result *res)
 		log_fields(LOG_WARNING, version, NULL, "cannot record the run at '%s': %s, will retry",
 			   version, node_etcd_error(n));
 		set_str(&n->running_published, version);
+		/* after a backoff: at once, it would meet the same queue */
+		node_retry_later(n);
 	}
 	n->validation_failed = false;
 	n->rerun = false;
