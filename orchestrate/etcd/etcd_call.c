@@ -181,7 +181,6 @@ static int call_start(struct etcd_client *c, const char *path, char *body, long 
 	call->c = c;
 	call->path = path;
 	call->body = TAKE_PTR(text);
-	call->reply = (struct buf)BUF_INIT;
 	call->attempt_ms = timeout_ms / (long)c->n_endpoints;
 	if (call->attempt_ms < c->timeout_ms)
 		call->attempt_ms = c->timeout_ms;

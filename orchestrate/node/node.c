@@ -463,6 +463,10 @@ void node_schedule_evaluate(struct node *n)
 		(void)sd_event_source_set_enabled(n->evaluate, SD_EVENT_ONESHOT);
 }
 
+const struct backoff node_write_backoff = {
+	.first = USEC_PER_SEC, .cap = 30 * USEC_PER_SEC, .floor = USEC_PER_SEC / 2,
+};
+
 static int node_on_retry_timer(sd_event_source *s, uint64_t usec, void *userdata)
 {
 	struct node *n = userdata;
@@ -473,14 +477,11 @@ static int node_on_retry_timer(sd_event_source *s, uint64_t usec, void *userdata
 
 void node_retry_later(struct node *n)
 {
-	/* 1 s at first, doubling up to 30 s, full jitter above half a second:
-	 * nodes whose writes failed together (a slow etcd) come back apart. */
-	static const struct backoff b = { USEC_PER_SEC, 30 * USEC_PER_SEC, USEC_PER_SEC / 2 };
-
 	if (n->retry_timer || n->stopping)
 		return;
 	n->retry_failures++;
-	if (node_timer_arm(n, &n->retry_timer, backoff_delay(&b, n->retry_failures),
+	if (node_timer_arm(n, &n->retry_timer,
+			   backoff_delay(&node_write_backoff, n->retry_failures),
 			   node_on_retry_timer) < 0)
 		log_warnx("cannot arm the retry timer");
 }

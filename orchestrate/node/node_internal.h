@@ -27,6 +27,7 @@
 #include <stdint.h>
 #include <systemd/sd-event.h>
 
+#include "base/backoff.h"
 #include "etcd/etcd.h"
 #include "fleet/fleet.h"
 #include "fleet/fleet_model.h"
@@ -149,6 +150,11 @@ void node_schedule_evaluate(struct node *n);
  * re-read, which would turn every failed write into a read of the whole
  * model and a new stream. */
 void node_retry_later(struct node *n);
+/* The backoff of a failed write the node must make again (a slot, a halt, a
+ * run's record, a registration after a lost lease): 1 s at first, doubling up
+ * to 30 s, full jitter above half a second, so that nodes whose writes failed
+ * together (a slow etcd) come back apart. */
+extern const struct backoff node_write_backoff;
 /* The decision's writes went through: the next failure starts the backoff
  * afresh. */
 void node_retry_reset(struct node *n);

@@ -40,14 +40,6 @@ static int node_on_keepalive(sd_event_source *s, uint64_t usec, void *userdata);
 static const struct backoff keepalive_backoff = {
 	.first = USEC_PER_SEC / 2, .cap = 2 * USEC_PER_SEC, .floor = USEC_PER_SEC / 4,
 };
-/* After a failed grant or registration: the lease is gone and no deadline is
- * left to meet, so the node backs off as every other retry does (1 s doubling
- * up to 30 s, full jitter above half a second).  A fleet whose leases went
- * together (an etcd that stalled past the TTL) must not come back at a write
- * every 2 s per node: that is what keeps a busy etcd busy. */
-static const struct backoff register_backoff = {
-	.first = USEC_PER_SEC, .cap = 30 * USEC_PER_SEC, .floor = USEC_PER_SEC / 2,
-};
 
 static uint64_t node_keepalive_interval(struct node *n)
 {
@@ -139,9 +131,13 @@ static uint64_t node_keepalive_retry(struct node *n)
 	return backoff_delay(&keepalive_backoff, ++n->keepalive_failures);
 }
 
+/* After a failed grant or registration the lease is gone and no deadline is
+ * left to meet: the node backs off as after any failed write.  A fleet whose
+ * leases went together (an etcd that stalled past the TTL) must not come back
+ * at a write every 2 s per node: that is what keeps a busy etcd busy. */
 static uint64_t node_register_retry(struct node *n)
 {
-	return backoff_delay(&register_backoff, ++n->keepalive_failures);
+	return backoff_delay(&node_write_backoff, ++n->keepalive_failures);
 }
 
 /* The lease is gone: a new one, and every leased key again under it. */
