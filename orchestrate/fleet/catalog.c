@@ -243,7 +243,10 @@ int catalog_apply(struct catalog *c, const char *service, const char *host, cons
 	}
 	for (size_t i = lo; i < hi; i++)
 		entry_release(&c->entries[i]);
-	memmove(&c->entries[lo + add.n], &c->entries[hi], (c->n - hi) * sizeof(*c->entries));
+	/* an empty catalog has no array: memmove must not be given NULL */
+	if (c->n > hi)
+		memmove(&c->entries[lo + add.n], &c->entries[hi],
+			(c->n - hi) * sizeof(*c->entries));
 	if (add.n)
 		memcpy(&c->entries[lo], add.entries, add.n * sizeof(*add.entries));
 	c->n = c->n - (hi - lo) + add.n;
