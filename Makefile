@@ -104,6 +104,7 @@ DAEMON_OBJS = \
 	orchestrate/node/node_catalog.o \
 	orchestrate/node/node_rollout.o \
 	orchestrate/node/node_run.o \
+	orchestrate/node/node_write.o \
 	orchestrate/hook/hook.o \
 	orchestrate/output/metrics.o
 
@@ -121,6 +122,9 @@ UNIT_TESTS = \
 	tests/unit/test_hook_proto \
 	tests/unit/test_fleet_model \
 	tests/unit/test_backoff
+
+# Drivers that a shell test runs against the etcd it started (not by prove).
+ETCD_DRIVERS = tests/unit/test_etcd_settle
 
 # The binaries go to bin/: orchestrate/ is the source folder, and a file cannot
 # share its name at the top of the tree.
@@ -170,7 +174,7 @@ tests/unit/test_hook: tests/unit/test_hook.c tests/unit/tap.h orchestrate/hook/h
 
 # The test runner is prove (TAP): unit drivers first, then the numbered shell
 # scripts, each of which starts its own etcd on free loopback ports.
-check: all $(UNIT_TESTS)
+check: all $(UNIT_TESTS) $(ETCD_DRIVERS)
 	prove -v $(UNIT_TESTS) tests/t[0-9]*.sh
 
 # The layers of the tree (README.md, "Layout"): what each folder may include
@@ -283,7 +287,7 @@ install: all
 	install -m 0644 LICENSE $(DESTDIR)$(puppetmoduledir)/LICENSE
 
 clean:
-	rm -f $(PROGRAMS) liborchestrate.a orchestrate/*/*.o $(UNIT_TESTS) $(BUILD_FLAGS)
+	rm -f $(PROGRAMS) liborchestrate.a orchestrate/*/*.o $(UNIT_TESTS) $(ETCD_DRIVERS) $(BUILD_FLAGS)
 	rm -rf tests/trash.* $(FUZZ_BUILD) bench/out.spawn_cost
 
 .PHONY: all check check-layers check-unit bench bench-spawn demo lint-man print-version fuzz fuzz-build install clean FORCE

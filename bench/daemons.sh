@@ -151,10 +151,11 @@ etcd_cpu_unlimit() {
 }
 
 # log_counts — what the daemons logged so far: keepalives failed, leases lost,
-# sync retries, full re-reads (one line, four numbers).
+# sync retries, full re-reads, run writes sent again (one line, five numbers).
 log_counts() {
 	local p
-	for p in "lease keepalive failed" "is gone, granting" "sync failed" "reading everything again"; do
+	for p in "lease keepalive failed" "is gone, granting" "sync failed" "reading everything again" \
+		"sending it again (settled)"; do
 		cat "$work"/n*/log | grep -c "$p" || true
 	done | tr '\n' ' '
 	echo
@@ -192,8 +193,8 @@ awk -v share="${etcd_cpu:-100}" -v n="$daemons" '{
 	for (i = 5; i <= NF; i += 2) printf " %s %s", $i, $(i + 1); printf "\n" }' "$work/per-trigger"
 log_counts >"$work/logs1"
 paste "$work/logs0" "$work/logs1" | awk -v n="$daemons" '{
-	printf "from the daemons\x27 logs, per daemon over the triggers: keepalives failed %.2f, leases lost %.2f,\n", ($5 - $1) / n, ($6 - $2) / n
-	printf "  sync retries %.2f, full re-reads of the catalog %.2f\n", ($7 - $3) / n, ($8 - $4) / n }'
+	printf "from the daemons\x27 logs, per daemon over the triggers: keepalives failed %.2f, leases lost %.2f,\n", ($6 - $1) / n, ($7 - $2) / n
+	printf "  sync retries %.2f, full re-reads of the catalog %.2f, run writes sent again %.2f\n", ($8 - $3) / n, ($9 - $4) / n, ($10 - $5) / n }'
 if [ -n "$keep_logs" ]; then
 	mkdir -p "$keep_logs"
 	for d in "$work"/n*/; do cp "$d/log" "$keep_logs/$(basename "$d").log"; done

@@ -16,7 +16,7 @@ command -v python3 >/dev/null 2>&1 || skip_all "needs python3 for the slow proxy
 start_etcd
 
 "$TEST_DIRECTORY/tools/slow-proxy" "$ETCD_PORT" "$TRASH/proxy.port" "$TRASH/delay" \
-	"$TRASH/proxy.log" 2>"$TRASH/proxy.err" &
+	"$TRASH/proxy.log" "$TRASH/lose" 2>"$TRASH/proxy.err" &
 test_register_pid $!
 wait_for "test -s '$TRASH/proxy.port'" 10 || skip_all "the slow proxy did not start"
 PROXY_URL="http://127.0.0.1:$(cat "$TRASH/proxy.port")"
@@ -27,6 +27,14 @@ lease_of () {
 import json, sys
 kvs = json.load(sys.stdin).get("kvs") or []
 print(kvs[0].get("lease", 0) if kvs else "")'
+}
+
+# key_version KEY  — how many times KEY was written since it was created (0: absent).
+key_version () {
+	etcdctl_ get -w json "$1" | python3 -c '
+import json, sys
+kvs = json.load(sys.stdin).get("kvs") or []
+print(kvs[0].get("version", 0) if kvs else 0)'
 }
 
 # requests PATH FROM [TO]  — requests for PATH (/v3/lease/keepalive,
@@ -89,7 +97,7 @@ test_expect_success 'etcd stopped for 5 s (past the request timeout, inside the 
 	status_is s1 puppet success
 '
 
-test_expect_success 'etcd stopped as the run ends: its record is written when etcd is back, and nothing is read again' '
+test_expect_success 'etcd stopped as the run ends: its record waits for etcd, sent once, and nothing is read again' '
 	rm -f s1/config.sleep &&
 	echo 2 >s1/validate.sleep &&
 	etcdctl_put /current_version v4 &&
@@ -100,9 +108,27 @@ test_expect_success 'etcd stopped as the run ends: its record is written when et
 	kill -CONT "$(cat "$ETCD_STATE/etcd/pid")" &&
 	wait_for "node_at s1 v4" 40 &&
 	status_is s1 puppet success &&
-	grep -q "cannot record the run at .v4." s1/log &&
+	! grep -q "cannot record the run at .v4." s1/log &&
+	test "$(requests /v3/kv/txn "$from")" = 1 &&
 	test "$(requests /v3/kv/range "$from")" = 0 &&
 	test "$(lease_of s1)" = "$(cat lease.before)"
+'
+
+test_expect_success 'the reply of the run'"'"'s end lost: sent again settled, written once' '
+	rv=$(key_version /running_version/s1) &&
+	echo 2 >s1/validate.sleep &&
+	etcdctl_put /current_version v5 &&
+	wait_for "grep -q \"validate v5\" s1/validate.count" 20 &&
+	: >lose &&
+	wait_for "grep -q \"cannot write the run.s success\" s1/log" 20 &&
+	rm -f lose &&
+	wait_for "grep -q \"the run.s success written at revision\" s1/log" 30 &&
+	wait_for "node_at s1 v5" 40 &&
+	status_is s1 puppet success &&
+	grep -q "lost a reply" proxy.log &&
+	{ key_version /status/puppet/success/s1; key_version /running_version/s1; echo rv=$rv; tail -5 proxy.log; grep "cannot write" s1/log; } >>/tmp/dbg && test "$(key_version /status/puppet/success/s1)" = 1 &&
+	test "$(key_version /running_version/s1)" = $((rv + 1)) &&
+	test "$(grep -c "validate v5" s1/validate.count)" = 1
 '
 
 test_expect_success 'etcd stopped past the TTL: the lease is gone, and every leased key is back in one txn' '
@@ -122,7 +148,7 @@ test_expect_success 'etcd stopped past the TTL: the lease is gone, and every lea
 	lease=$(etcdctl_lease_of /alive/s1) &&
 	test "$(etcdctl_lease_of /running_version/s1)" = "$lease" &&
 	test "$(etcdctl_lease_of /available_services/common/s1)" = "$lease" &&
-	etcdctl_get /alive/s1 | grep -q "\"version\":\"v4\""
+	etcdctl_get /alive/s1 | grep -q "\"version\":\"v5\""
 '
 
 stop_all_nodes

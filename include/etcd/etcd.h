@@ -192,6 +192,22 @@ int etcd_txn_delete(struct etcd_txn *t, bool on_success, const char *key);
 int etcd_txn_delete_prefix(struct etcd_txn *t, bool on_success, const char *prefix);
 int etcd_txn_commit(struct etcd_client *c, struct etcd_txn *t, bool *ret_succeeded,
 		    int64_t *ret_revision);
+/*
+ * Settling a write that may have been applied.  A txn whose reply was lost (a
+ * timeout, a member that answered "request timed out" or went away) may still
+ * have been applied: sending it again blindly would write its keys twice.
+ * etcd_txn_settle() makes the txn a resend of one first sent when the client
+ * had seen revision `since` (etcd_client_revision() then): it holds only while
+ * its witness (the first key its success branch puts) was not written after
+ * `since`, and when that fails it reads the witness back; a witness holding
+ * exactly the value this txn puts means the first send was applied, and the
+ * commit reports success without writing anything.  No extra request, and a
+ * resend is idempotent.  A txn that puts nothing needs no settling (deleting
+ * again deletes nothing): it is left as it is.
+ */
+int etcd_txn_settle(struct etcd_txn *t, int64_t since);
+/* The newest revision of any reply this client has read (0 before one). */
+int64_t etcd_client_revision(const struct etcd_client *c);
 
 /* --- leases ---------------------------------------------------------------- */
 
@@ -218,6 +234,12 @@ typedef void (*etcd_value_fn)(int error, int64_t value, void *userdata);
 /* One keepalive; the value is the remaining TTL, 0 when the lease is gone. */
 int etcd_lease_keepalive_start(struct etcd_client *c, int64_t id, long timeout_ms,
 			       etcd_value_fn fn, void *userdata, struct etcd_call **ret);
+/* A txn; the value is the revision it was applied at.  -ECANCELED when its
+ * compares failed (nothing written); a settled txn (etcd_txn_settle) whose
+ * first send was applied counts as applied, at the witness's revision.  The
+ * txn is copied: the caller may free it at once. */
+int etcd_txn_commit_start(struct etcd_client *c, const struct etcd_txn *t, long timeout_ms,
+			  etcd_value_fn fn, void *userdata, struct etcd_call **ret);
 void etcd_call_cancel(struct etcd_call *call);
 int etcd_lease_revoke(struct etcd_client *c, int64_t id);
 

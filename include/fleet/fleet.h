@@ -287,6 +287,25 @@ int fleet_batch_if_unchanged_since(struct fleet_batch *b, const char *key, bool 
  * written, -ECANCELED when a guard did not hold (nothing was written), or the
  * error.  *ret_revision (may be NULL) is the revision etcd answered at. */
 int fleet_batch_commit(struct fleet_batch *b, int64_t *ret_revision);
+/*
+ * The same without blocking (the fleet's client attached to an event loop):
+ * fn gets 0 and the revision, -ECANCELED, or the error, from the loop; the
+ * batch stays the caller's and may be sent again.  patience_ms bounds the
+ * whole call (etcd_txn_commit_start).  Returns 1 when the batch is empty
+ * (nothing sent, fn never runs); *ret is the call in flight, for
+ * fleet_call_cancel() (fleet_lease.h), until fn runs.
+ *
+ * The batch is sent settled (etcd_txn_settle, at the client's revision when
+ * first sent): a send whose outcome is unknown (a timeout, etcd's "request
+ * timed out", a reply lost with its connection) may be sent again as it is,
+ * and a first send that was applied is then reported as written, nothing
+ * written twice.  libcurl resends by itself when a reused connection closes
+ * before any reply, so even one call may reach etcd twice.
+ */
+struct etcd_call;
+typedef void (*fleet_commit_fn)(int error, int64_t revision, void *userdata);
+int fleet_batch_commit_start(struct fleet_batch *b, long patience_ms, fleet_commit_fn fn,
+			     void *userdata, struct etcd_call **ret);
 
 /* The JSON value of available_services/SERVICE/HOST; -EINVAL for a bad name or
  * address.  A node compares it with what it published to write only changes. */

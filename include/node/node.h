@@ -36,6 +36,7 @@ enum node_state {
 	NODE_WAIT_CANARY,	/* the canaries ran: waiting for promote */
 	NODE_HALTED,		/* the rollout of the desired version is halted */
 	NODE_SPLAY,		/* random delay before the run */
+	NODE_RUN_START,		/* writing puppet/running */
 	NODE_RUN_UPGRADE,	/* the upgrade hook runs */
 	NODE_RUN_CONFIG,	/* the config hook runs */
 	NODE_RUN_VALIDATE,	/* the validate hook runs */

@@ -505,6 +505,11 @@ enum etcd_attempt etcd_attempt_read(struct etcd_client *c, size_t i, const char 
 		return ETCD_ATTEMPT_DONE;
 	}
 	if (http_code == 200) {
+		int64_t rev;
+		const cJSON *header = cJSON_GetObjectItemCaseSensitive(json, "header");
+		if (cJSON_IsObject(header) && etcd_decode_int64(header, "revision", &rev) == 0 &&
+		    rev > c->revision)
+			c->revision = rev;
 		c->current = i;
 		*ret_reply = TAKE_PTR(json);
 		*ret_error = 0;
@@ -978,6 +983,9 @@ int etcd_delete(struct etcd_client *c, const char *key)
 struct etcd_txn {
 	cJSON *body;
 	cJSON *compare, *success, *failure;
+	/* the first put of the success branch (etcd_txn_settle) */
+	char *witness_key, *witness_value;
+	bool settled;
 };
 
 struct etcd_txn *etcd_txn_new(void)
@@ -1000,6 +1008,8 @@ struct etcd_txn *etcd_txn_free(struct etcd_txn *t)
 {
 	if (t) {
 		cJSON_Delete(t->body);
+		free(t->witness_key);
+		free(t->witness_value);
 		free(t);
 	}
 	return NULL;
@@ -1074,6 +1084,12 @@ int etcd_txn_put(struct etcd_txn *t, bool on_success, const char *key, const cha
 	if (!o || add_bytes(o, "key", key, strlen(key)) < 0 ||
 	    add_bytes(o, "value", value, strlen(value)) < 0)
 		return -ENOMEM;
+	if (on_success && !t->witness_key) {
+		t->witness_key = strdup(key);
+		t->witness_value = strdup(value);
+		if (!t->witness_key || !t->witness_value)
+			return -ENOMEM;
+	}
 	return lease ? add_int64(o, "lease", lease) : 0;
 }
 
@@ -1098,6 +1114,76 @@ int etcd_txn_delete_prefix(struct etcd_txn *t, bool on_success, const char *pref
 		       add_bytes(o, "range_end", end, end_len) == 0 ? 0 : -ENOMEM;
 }
 
+int etcd_txn_settle(struct etcd_txn *t, int64_t since)
+{
+	if (!t->witness_key || t->settled)
+		return 0;
+	/* Not written after `since`: else the failure branch reads it back. */
+	cJSON *o = txn_compare(t, t->witness_key, ETCD_CMP_LESS, "MOD");
+	if (!o || add_int64(o, "mod_revision", since + 1) < 0)
+		return -ENOMEM;
+	o = txn_op(t, false, "request_range");
+	if (!o || add_bytes(o, "key", t->witness_key, strlen(t->witness_key)) < 0)
+		return -ENOMEM;
+	t->settled = true;
+	return 0;
+}
+
+const cJSON *etcd_txn_body(const struct etcd_txn *t)
+{
+	return t->body;
+}
+
+const char *etcd_txn_witness(const struct etcd_txn *t)
+{
+	return t->settled ? t->witness_value : NULL;
+}
+
+int64_t etcd_client_revision(const struct etcd_client *c)
+{
+	return c->revision;
+}
+
+/* A settled txn's failure branch read its witness back: does it hold the
+ * value this txn puts (the first send was applied)?  *ret_revision is then
+ * the revision it was written at. */
+static bool txn_witness_applied(const cJSON *reply, const char *witness, int64_t *ret_revision)
+{
+	const cJSON *responses = cJSON_GetObjectItemCaseSensitive(reply, "responses");
+	const cJSON *first = cJSON_IsArray(responses) ? cJSON_GetArrayItem(responses, 0) : NULL;
+	const cJSON *range = first ? cJSON_GetObjectItemCaseSensitive(first, "response_range")
+				   : NULL;
+	const cJSON *kvs = range ? cJSON_GetObjectItemCaseSensitive(range, "kvs") : NULL;
+	const cJSON *kv = cJSON_IsArray(kvs) ? cJSON_GetArrayItem(kvs, 0) : NULL;
+	_cleanup_(etcd_kv_releasep) struct etcd_kv got = { 0 };
+
+	if (!cJSON_IsObject(kv) || etcd_decode_kv(kv, &got) < 0)
+		return false;
+	if (got.value_len != strlen(witness) || memcmp(got.value, witness, got.value_len) != 0)
+		return false;
+	*ret_revision = got.mod_revision;
+	return true;
+}
+
+int etcd_decode_txn(struct etcd_client *c, const cJSON *reply, const char *witness,
+		    bool *ret_succeeded, int64_t *ret_revision)
+{
+	const cJSON *ok = cJSON_GetObjectItemCaseSensitive(reply, "succeeded");
+	if (ok && !cJSON_IsBool(ok))
+		return protocol_error(c, "txn");
+	int64_t rev;
+	if (decode_header_revision(reply, &rev) < 0)
+		return protocol_error(c, "txn");
+	bool succeeded = cJSON_IsTrue(ok);	/* absent means false */
+	if (!succeeded && witness && txn_witness_applied(reply, witness, &rev))
+		succeeded = true;
+	if (ret_succeeded)
+		*ret_succeeded = succeeded;
+	if (ret_revision)
+		*ret_revision = rev;
+	return 0;
+}
+
 int etcd_txn_commit(struct etcd_client *c, struct etcd_txn *t, bool *ret_succeeded,
 		    int64_t *ret_revision)
 {
@@ -1105,17 +1191,7 @@ int etcd_txn_commit(struct etcd_client *c, struct etcd_txn *t, bool *ret_succeed
 	int r = etcd_call(c, "/v3/kv/txn", t->body, &reply);
 	if (r < 0)
 		return r;
-	const cJSON *ok = cJSON_GetObjectItemCaseSensitive(reply, "succeeded");
-	if (ok && !cJSON_IsBool(ok))
-		return protocol_error(c, "txn");
-	int64_t rev;
-	if (decode_header_revision(reply, &rev) < 0)
-		return protocol_error(c, "txn");
-	if (ret_succeeded)
-		*ret_succeeded = cJSON_IsTrue(ok);	/* absent means false */
-	if (ret_revision)
-		*ret_revision = rev;
-	return 0;
+	return etcd_decode_txn(c, reply, etcd_txn_witness(t), ret_succeeded, ret_revision);
 }
 
 /* --- leases ------------------------------------------------------------------ */

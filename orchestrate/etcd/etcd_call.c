@@ -40,7 +40,8 @@ struct etcd_call {
 	struct buf reply;
 
 	/* Reads a successful reply into the call's value. */
-	int (*decode)(struct etcd_client *c, const cJSON *reply, int64_t *ret);
+	int (*decode)(struct etcd_call *call, const cJSON *reply, int64_t *ret);
+	char *witness;			/* a settled txn's (etcd_txn_witness) */
 	etcd_value_fn fn;
 	void *userdata;
 };
@@ -64,6 +65,7 @@ static void call_free(struct etcd_call *call)
 	curl_slist_free_all(call->headers);
 	buf_release(&call->reply);
 	free(call->body);
+	free(call->witness);
 	free(call);
 }
 
@@ -114,7 +116,7 @@ static void call_finish(struct etcd_call *call, int error, const cJSON *reply)
 	int64_t value = 0;
 
 	if (error >= 0)
-		error = call->decode(call->c, reply, &value);
+		error = call->decode(call, reply, &value);
 	call_unlink(call);
 	call->fn(error < 0 ? error : 0, value, call->userdata);
 	call_free(call);
@@ -162,8 +164,9 @@ void etcd_call_transfer_done(struct etcd_call *call, CURLcode code)
 }
 
 static int call_start(struct etcd_client *c, const char *path, char *body, long timeout_ms,
-		      int (*decode)(struct etcd_client *, const cJSON *, int64_t *),
-		      etcd_value_fn fn, void *userdata, struct etcd_call **ret)
+		      int (*decode)(struct etcd_call *, const cJSON *, int64_t *),
+		      const char *witness, etcd_value_fn fn, void *userdata,
+		      struct etcd_call **ret)
 {
 	_cleanup_(freep) char *text = body;
 	int r;
@@ -185,6 +188,10 @@ static int call_start(struct etcd_client *c, const char *path, char *body, long 
 	if (call->attempt_ms < c->timeout_ms)
 		call->attempt_ms = c->timeout_ms;
 	call->decode = decode;
+	if (witness && !(call->witness = strdup(witness))) {
+		call_free(call);
+		return -ENOMEM;
+	}
 	call->fn = fn;
 	call->userdata = userdata;
 	if ((r = call_send(call)) < 0) {
@@ -197,6 +204,20 @@ static int call_start(struct etcd_client *c, const char *path, char *body, long 
 	return 0;
 }
 
+static int call_decode_keepalive(struct etcd_call *call, const cJSON *reply, int64_t *ret)
+{
+	return etcd_decode_keepalive(call->c, reply, ret);
+}
+
+static int call_decode_txn(struct etcd_call *call, const cJSON *reply, int64_t *ret)
+{
+	bool succeeded;
+	int r = etcd_decode_txn(call->c, reply, call->witness, &succeeded, ret);
+	if (r < 0)
+		return r;
+	return succeeded ? 0 : -ECANCELED;
+}
+
 int etcd_lease_keepalive_start(struct etcd_client *c, int64_t id, long timeout_ms,
 			       etcd_value_fn fn, void *userdata, struct etcd_call **ret)
 {
@@ -204,6 +225,16 @@ int etcd_lease_keepalive_start(struct etcd_client *c, int64_t id, long timeout_m
 	int r = etcd_keepalive_body(id, &body);
 	if (r < 0)
 		return r;
-	return call_start(c, "/v3/lease/keepalive", body, timeout_ms, etcd_decode_keepalive, fn,
-			  userdata, ret);
+	return call_start(c, "/v3/lease/keepalive", body, timeout_ms, call_decode_keepalive, NULL,
+			  fn, userdata, ret);
+}
+
+int etcd_txn_commit_start(struct etcd_client *c, const struct etcd_txn *t, long timeout_ms,
+			  etcd_value_fn fn, void *userdata, struct etcd_call **ret)
+{
+	char *body = cJSON_PrintUnformatted(etcd_txn_body(t));
+	if (!body)
+		return -ENOMEM;
+	return call_start(c, "/v3/kv/txn", body, timeout_ms, call_decode_txn, etcd_txn_witness(t),
+			  fn, userdata, ret);
 }

@@ -30,6 +30,7 @@ struct etcd_client {
 	struct buf error;		/* etcd_last_error() */
 	uint64_t requests;		/* counted, for debugging */
 	uint64_t reconnects;
+	int64_t revision;		/* etcd_client_revision() */
 
 	/* event-loop mode (etcd_client_attach_event) */
 	sd_event *event;
@@ -88,6 +89,14 @@ int etcd_reauthenticate(struct etcd_client *c);
 /* The lease keepalive's request body, and its reply read into the TTL. */
 int etcd_keepalive_body(int64_t id, char **ret_text);
 int etcd_decode_keepalive(struct etcd_client *c, const cJSON *reply, int64_t *ret_ttl);
+/* A txn's reply: whether it succeeded and its revision.  With witness (the
+ * value a settled txn puts, etcd_txn_settle), a failed compare whose read-back
+ * witness holds that value counts as succeeded, at the witness's revision. */
+int etcd_decode_txn(struct etcd_client *c, const cJSON *reply, const char *witness,
+		    bool *ret_succeeded, int64_t *ret_revision);
+/* The body of a txn and, when settled, its witness's value (NULL if not). */
+const cJSON *etcd_txn_body(const struct etcd_txn *t);
+const char *etcd_txn_witness(const struct etcd_txn *t);
 
 /* Maps a gateway error object ({"error","message","code"} for unary calls, or
  * {"grpc_code","message"} inside a stream) to an error code, recording the

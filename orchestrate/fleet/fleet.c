@@ -1954,6 +1954,7 @@ struct fleet_batch {
 	struct etcd_txn *t;
 	size_t ops;
 	size_t compares;
+	bool sent;		/* by fleet_batch_commit_start(), settled */
 };
 
 int fleet_batch_new(struct fleet *f, struct fleet_batch **ret)
@@ -2159,6 +2160,25 @@ int fleet_batch_commit(struct fleet_batch *b, int64_t *ret_revision)
 	if (r < 0)
 		return r;
 	return held ? 0 : -ECANCELED;
+}
+
+int fleet_batch_commit_start(struct fleet_batch *b, long patience_ms, fleet_commit_fn fn,
+			     void *userdata, struct etcd_call **ret)
+{
+	int r;
+
+	if (b->ops == 0 && b->compares == 0)
+		return 1;
+	/* Settled from the first send, not only on our resend: libcurl itself
+	 * sends a request again, blindly, when a reused connection closes
+	 * before any reply (a member that died after applying it). */
+	if (!b->sent) {
+		b->sent = true;
+		if ((r = etcd_txn_settle(b->t, etcd_client_revision(b->f->etcd))) < 0)
+			return r;
+	}
+	r = etcd_txn_commit_start(b->f->etcd, b->t, patience_ms, fn, userdata, ret);
+	return r < 0 ? r : 0;
 }
 
 int fleet_service_value(const char *service, const char *host,

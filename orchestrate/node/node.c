@@ -7,10 +7,13 @@
  * How the pieces meet.  Every wait is an event source: the lease keepalive,
  * the resync retry, the catalog debounce, splay and backoff are timers; hooks
  * are child, pipe and timer sources (hook.c); the watch stream is a curl
- * transfer driven by the etcd client.  Nothing polls etcd.  Unary etcd
- * requests are blocking calls, each bounded by the request timeout: the loop
- * stalls for at most that long, which keeps every decision a straight line of
- * code.
+ * transfer driven by the etcd client.  Nothing polls etcd.  What a busy etcd
+ * must not hold up runs beside the loop on the client's multi handle: the
+ * keepalive (node_lease.c) and the writes of a run, its start and its end
+ * (node_write.c: one at a time, patient, settled so that a resend never
+ * writes twice; the node decides nothing while one is in flight).  The rarer
+ * writes of a decision (a slot, a halt, a registration) are still blocking
+ * calls bounded by the request timeout.
  *
  * Decisions happen in one place, node_evaluate(), run from a deferred event
  * source: stream callbacks only apply events to the fleet model and schedule
@@ -71,6 +74,7 @@ static const char *const node_state_names[_NODE_STATE_MAX] = {
 	[NODE_WAIT_CANARY] = "wait-canary",
 	[NODE_HALTED] = "halted",
 	[NODE_SPLAY] = "splay",
+	[NODE_RUN_START] = "run-start",
 	[NODE_RUN_UPGRADE] = "run-upgrade",
 	[NODE_RUN_CONFIG] = "run-config",
 	[NODE_RUN_VALIDATE] = "run-validate",
@@ -439,6 +443,9 @@ static bool node_evaluate_run(struct node *n)
 
 static void node_evaluate(struct node *n)
 {
+	/* The last decision's write is in flight: its end evaluates again. */
+	if (n->write)
+		return;
 	/* A halt this node just wrote reaches its model later (events of
 	 * earlier revisions, such as the dead host's other keys, may come
 	 * first): until then, no run starts. */
@@ -499,6 +506,10 @@ void node_once_finish(struct node *n, int code)
 		return;
 	if (code == 0 && (n->services_hook || n->services_gen < n->hiera_gen))
 		return;		/* the services hook finishes first */
+	if (n->write) {
+		n->once_exit = code + 1;	/* the write's end finishes */
+		return;
+	}
 	n->exit_code = code;
 	n->stopping = true;
 	node_stop_watches(n);
@@ -525,9 +536,10 @@ static int node_on_once_deadline(sd_event_source *s, uint64_t usec, void *userda
 static int node_on_stop_timer(sd_event_source *s, uint64_t usec, void *userdata)
 {
 	struct node *n = userdata;
-	log_warnx("hooks still running after the stop grace period, killing them");
+	log_warnx("hooks or a write still running after the stop grace period, leaving them");
 	n->run_hook = hook_free(n->run_hook);
 	n->services_hook = hook_free(n->services_hook);
+	node_write_abandon(n);
 	node_finish_stop(n);
 	return 0;
 }
@@ -535,8 +547,8 @@ static int node_on_stop_timer(sd_event_source *s, uint64_t usec, void *userdata)
 /* Runs when no hook is left: records an interrupted run, revokes the lease. */
 void node_finish_stop(struct node *n)
 {
-	if (n->run_hook || n->services_hook)
-		return;
+	if (n->run_hook || n->services_hook || n->write)
+		return;	/* the last of them calls again */
 	node_timer_cancel(&n->stop_timer);
 	if (n->synced && n->run_version &&
 	    (n->state == NODE_RUN_CONFIG || n->state == NODE_RUN_UPGRADE ||
@@ -559,6 +571,7 @@ void node_stop(struct node *n)
 		/* A second SIGTERM: do not wait any longer. */
 		n->run_hook = hook_free(n->run_hook);
 		n->services_hook = hook_free(n->services_hook);
+		node_write_abandon(n);
 		node_finish_stop(n);
 		return;
 	}
@@ -575,11 +588,12 @@ void node_stop(struct node *n)
 	node_timer_cancel(&n->once_deadline);
 	node_timer_cancel(&n->progress_timer);
 	node_timer_cancel(&n->deadline_timer);
-	if (!n->run_hook && !n->services_hook) {
+	node_write_stop(n);
+	if (!n->run_hook && !n->services_hook && !n->write) {
 		node_finish_stop(n);
 		return;
 	}
-	log_info("stopping: waiting for running hooks");
+	log_info("stopping: waiting for running hooks and the write in flight");
 	hook_kill(n->run_hook, SIGTERM);
 	hook_kill(n->services_hook, SIGTERM);
 	(void)node_timer_arm(n, &n->stop_timer, STOP_GRACE_USEC, node_on_stop_timer);
@@ -771,6 +785,7 @@ struct node *node_free(struct node *n)
 		return NULL;
 	hook_free(n->run_hook);
 	hook_free(n->services_hook);
+	node_write_abandon(n);
 	node_stop_watches(n);
 	node_keepalive_stop(n);
 	sd_event_source_disable_unref(n->resync);

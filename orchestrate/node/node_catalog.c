@@ -186,6 +186,8 @@ void node_try_services(struct node *n)
 		return;
 	if (n->run_hook && (n->state == NODE_RUN_CONFIG || n->state == NODE_RUN_UPGRADE))
 		return;
+	if (n->state == NODE_RUN_START)
+		return;	/* the config hook is about to start: its end runs this */
 	if (!path || !*path) {
 		n->services_gen = n->hiera_gen;
 		return;

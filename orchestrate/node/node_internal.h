@@ -45,6 +45,7 @@ struct node {
 	struct options_resolved opt;	/* owns the config, endpoints, hostname */
 	const struct global_options *global;
 	bool once;
+	int once_exit;			/* --once ends with this - 1 after the write */
 	int exit_code;
 
 	struct etcd_client *etcd;
@@ -118,6 +119,7 @@ struct node {
 	bool rerun;			/* an interrupted run must be repeated */
 	bool splay_done;
 	bool start_refused;		/* the start's guard failed: wait for the stream */
+	bool start_retry;		/* the start in flight retries a failed run */
 	unsigned failures;		/* consecutive, for the backoff */
 	/* Honest states: the failures at one rollout (version and trigger). */
 	char *fail_version;
@@ -130,6 +132,7 @@ struct node {
 	bool baked;			/* min_healthy_time is over (or not needed) */
 	char *running_published;	/* version of running_version/HOST we put (or owe) */
 	bool success_owed;		/* the end-of-run txn failed: retried when idle */
+	struct node_write *write;	/* the run's write in flight (node_write.c) */
 
 	/* metrics (paths.metrics_file) */
 	struct metrics_hook hook_metrics[_HOOK_M_MAX];
@@ -175,6 +178,20 @@ const char *or_none(const char *s);
  * (which also goes to STATUS=, so that a host whose identity lacks a grant
  * shows it while it keeps running and retrying).  Static storage. */
 const char *node_etcd_error(struct node *n);
+
+/* node_write.c: the run's writes, one at a time, asynchronous, settled on a
+ * resend.  done gets 0 (written), -ECANCELED (a guard failed, nothing
+ * written) or a definite error; the node evaluates again after it. */
+typedef void (*node_write_fn)(struct node *n, int error);
+/* Takes batch (freed whatever happens); -EBUSY while another write is in
+ * flight, else 0 or the error of the first send (done never runs then). */
+int node_write_begin(struct node *n, struct fleet_batch *batch, const char *what,
+		     node_write_fn done);
+/* Forgets the write in flight (a stop past its grace): done never runs. */
+void node_write_abandon(struct node *n);
+/* Stopping: a write waiting to be sent again is forgotten; one whose send is
+ * in flight is waited for (within the stop's grace). */
+void node_write_stop(struct node *n);
 
 /* node_lease.c */
 int node_register(struct node *n);

@@ -304,13 +304,25 @@ static int node_batch_failure(struct node *n, struct fleet_batch *b, const char 
 	return fleet_batch_failure(b, n->host, n->run_version, n->run_trigger, n->attempts, stage);
 }
 
+/* The failure's txn ended (node_write.c). */
+static void node_config_failure_written(struct node *n, int r)
+{
+	if (r < 0) {
+		log_warnx("cannot set status puppet/failed: %s",
+			  r == -EINVAL ? strerror(-r) : node_etcd_error(n));
+		n->releasing = false;
+		return;
+	}
+	node_slot_released(n);
+}
+
 /* A failed config (or upgrade) run: puppet/failed, and the node's services
  * not healthy (published the first time; written only if they were healthy
- * before).  One txn. */
+ * before).  One txn, in flight when this returns. */
 static void node_record_config_failure(struct node *n, int exit_code, const char *detail,
 				       const char *stage)
 {
-	_cleanup_(fleet_batch_freep) struct fleet_batch *b = NULL;
+	struct fleet_batch *b = NULL;
 	struct status_extra x;
 	int r;
 
@@ -319,22 +331,24 @@ static void node_record_config_failure(struct node *n, int exit_code, const char
 	    (r = fleet_batch_status_extra(b, n->host, STATUS_PUPPET, STATE_FAILED, n->run_version,
 					  exit_code, detail, &x)) < 0 ||
 	    (r = node_batch_failure(n, b, stage)) < 0 ||
-	    (r = node_batch_services(n, b, false, false)) < 0 ||
-	    (r = fleet_batch_commit(b, NULL)) < 0) {
-		log_warnx("cannot set status puppet/failed: %s",
-			  r == -EINVAL ? strerror(-r) : node_etcd_error(n));
+	    (r = node_batch_services(n, b, false, false)) < 0) {
+		fleet_batch_free(b);
 		node_services_forget_pending(n);
-		n->releasing = false;
+		node_config_failure_written(n, r);
 		return;
 	}
-	node_services_committed(n);
-	node_slot_released(n);
+	if ((r = node_write_begin(n, b, "puppet/failed", node_config_failure_written)) < 0)
+		node_config_failure_written(n, r);
 }
+
+static void node_success_written(struct node *n, int r);
+static void node_validation_failure_written(struct node *n, int r);
 
 /*
  * The end of a run whose config succeeded: puppet/success and the validation
- * state, with (on success) the running version, alive and the slot.  One txn.
- * Returns 0 or the error (nothing written).
+ * state, with (on success) the running version, alive and the slot.  One txn,
+ * in flight when this returns 0; its end goes to node_success_written() or
+ * node_validation_failure_written().  An error: nothing was sent.
  */
 static int node_record_end(struct node *n, const char *version, bool validated,
 			   int validation_code, const char *detail, const char *stage)
@@ -365,18 +379,10 @@ static int node_record_end(struct node *n, const char *version, bool validated,
 		     (r = fleet_batch_canary(b, n->host, version, n->run_trigger)) < 0))
 			goto fail;
 	}
-	if ((r = fleet_batch_commit(b, NULL)) < 0)
+	r = node_write_begin(n, TAKE_PTR(b), validated ? "the run's success" : "validation/failed",
+			     validated ? node_success_written : node_validation_failure_written);
+	if (r < 0)
 		goto fail;
-	node_services_committed(n);
-	node_slot_released(n);
-	if (validated) {
-		set_str(&n->running_published, version);
-		n->holding = false;
-		n->has_slot = false;
-		n->canary_run = false;
-		n->attempts = 0;
-		set_str(&n->fail_version, NULL);
-	}
 	return 0;
 fail:
 	node_services_forget_pending(n);
@@ -384,20 +390,51 @@ fail:
 	return r;
 }
 
+static void node_validation_failure_written(struct node *n, int r)
+{
+	if (r < 0) {
+		log_warnx("cannot set status validation/failed: %s", node_etcd_error(n));
+		n->releasing = false;
+		return;
+	}
+	node_slot_released(n);
+}
+
+/* The success's txn ended: recorded, or owed (retried from idle after a
+ * backoff: a refused write, or a lease etcd no longer knows, which
+ * re-registration replaces first). */
+static void node_success_written(struct node *n, int r)
+{
+	if (r < 0) {
+		log_fields(LOG_WARNING, n->local, NULL, "cannot record the run at '%s': %s, will retry",
+			   or_none(n->local), node_etcd_error(n));
+		n->releasing = false;
+		n->success_owed = true;
+		node_retry_later(n);
+		return;
+	}
+	if (n->success_owed)
+		log_info("run at '%s' recorded", or_none(n->local));
+	n->success_owed = false;
+	node_retry_reset(n);
+	node_slot_released(n);
+	n->holding = false;
+	n->has_slot = false;
+	n->canary_run = false;
+	n->attempts = 0;
+	set_str(&n->fail_version, NULL);
+}
+
 /* From idle: writes again what a successful run could not. */
 void node_retry_owed(struct node *n)
 {
-	if (!n->success_owed || !n->local || n->retry_timer)
-		return;		/* nothing owed, or its retry is not due yet */
+	if (!n->success_owed || !n->local || n->retry_timer || n->write)
+		return;		/* nothing owed, its retry is not due yet, or in flight */
 	if (node_record_end(n, n->local, true, 0, NULL, NULL) < 0) {
 		log_warnx("cannot record the run at '%s': %s, will retry", n->local,
 			  node_etcd_error(n));
 		node_retry_later(n);
-		return;
 	}
-	n->success_owed = false;
-	node_retry_reset(n);
-	log_info("run at '%s' recorded", n->local);
 }
 
 /* The detail of a failed hook; past healthy_deadline, says so first. */
@@ -469,9 +506,8 @@ static void node_validate_done(struct node *n, const struct hook_result *res)
 	if (!ok) {
 		const char *stage;
 		detail = node_failure_detail(n, res, &stage, "validation");
-		if (node_record_end(n, n->run_version, false, res->exit_code, detail, stage) < 0)
-			log_warnx("cannot set status validation/failed: %s",
-				  node_etcd_error(n));
+		if ((r = node_record_end(n, n->run_version, false, res->exit_code, detail, stage)) < 0)
+			node_validation_failure_written(n, r);
 		n->validation_failed = true;
 		node_run_failed(n, n->deadline_passed ? "healthy_deadline" : "validation");
 		return;
@@ -502,21 +538,17 @@ static void node_validate_done(struct node *n, const struct hook_result *res)
 	 * check ran) goes into the detail too. */
 	if (res->output && *res->output)
 		detail = node_detail(res);
-	r = node_record_end(n, version, true, 0, detail, NULL);
-	n->success_owed = r < 0;
-	if (r < 0) {
-		log_fields(LOG_WARNING, version, NULL, "cannot record the run at '%s': %s, will retry",
-			   version, node_etcd_error(n));
-		set_str(&n->running_published, version);
-		/* after a backoff: at once, it would meet the same queue */
-		node_retry_later(n);
-	}
+	set_str(&n->running_published, version);
+	if ((r = node_record_end(n, version, true, 0, detail, NULL)) < 0)
+		node_success_written(n, r);
 	n->validation_failed = false;
 	n->rerun = false;
 	n->failures = 0;
 	free(n->run_previous);
 	n->run_previous = NULL;
-	node_release_slot(n);
+	/* The end txn gives the slot back (node_success_written); only the
+	 * wait for an earlier group ends here. */
+	node_unwatch_stage(n);
 	log_fields(LOG_NOTICE, version, NULL, "now at version '%s'", version);
 	node_set_state(n, NODE_IDLE, "idle at %s", version);
 	node_schedule_evaluate(n);
@@ -591,7 +623,7 @@ static void node_run_failed(struct node *n, const char *what)
  * host decides again once its stream has brought what changed.  A retry
  * writes no status (it keeps its failed one) and sends the guard alone.
  */
-static int node_write_start(struct node *n, bool retry)
+static int node_start_batch(struct node *n, bool retry, struct fleet_batch **ret)
 {
 	_cleanup_(fleet_batch_freep) struct fleet_batch *b = NULL;
 	int r;
@@ -601,13 +633,21 @@ static int node_write_start(struct node *n, bool retry)
 					       n->run_version, 0, NULL)) < 0) ||
 	    (r = fleet_model_guard_start(&n->model, b)) < 0)
 		return r;
-	return fleet_batch_commit(b, NULL);
+	*ret = TAKE_PTR(b);
+	return 0;
 }
 
+static void node_start_written(struct node *n, int r);
+
+/*
+ * Starts a run for the desired version: its first write, in flight when this
+ * returns (NODE_RUN_START); node_start_written() goes on from its answer.
+ * Returns false when no run starts (the last start's guard failed and the
+ * change behind it is not in the model yet).
+ */
 bool node_start_run(struct node *n)
 {
-	long deadline = n->model.policy_state == 1 ? n->model.policy.healthy_deadline : 0;
-	bool retry;
+	struct fleet_batch *b = NULL;
 	int r;
 
 	if (n->start_refused)
@@ -615,29 +655,52 @@ bool node_start_run(struct node *n)
 	/* A retry leaves the failed status in place, with its attempts: a
 	 * failure stays visible (and counted by get_failures) until a run
 	 * succeeds. */
-	retry = node_failed_here(n);
+	n->start_retry = node_failed_here(n);
 	set_str(&n->run_version, n->model.desired);
-	r = node_write_start(n, retry);
+	n->run_trigger = n->model.trigger;
+	if ((r = node_start_batch(n, n->start_retry, &b)) >= 0)
+		r = node_write_begin(n, b, "puppet/running", node_start_written);
+	if (r < 0) {
+		node_start_written(n, r);
+		return true;
+	}
+	node_set_state(n, NODE_RUN_START, "starting the run for %s", n->run_version);
+	return true;
+}
+
+static void node_start_written(struct node *n, int r)
+{
+	long deadline = n->model.policy_state == 1 ? n->model.policy.healthy_deadline : 0;
+
 	if (r == -ECANCELED) {
 		n->start_refused = true;
 		log_info("the rollout of %s changed as this host was about to start: deciding again",
-			 n->model.desired);
-		return false;
+			 n->run_version);
+		node_set_state(n, NODE_IDLE, "the rollout of %s changed: deciding again",
+			       n->run_version);
+		set_str(&n->run_version, NULL);
+		return;
+	}
+	if (n->stopping) {
+		/* Stopped while the write was in flight: no hook starts (the
+		 * stop goes on after this).  A start that landed is found and
+		 * recorded as interrupted by the next sync. */
+		set_str(&n->run_version, NULL);
+		return;
 	}
 	n->splay_done = false;
 	n->baked = false;
 	n->deadline_passed = false;
 	set_str(&n->run_previous, n->local);
 	set_str(&n->pending_detail, NULL);
-	n->run_trigger = n->model.trigger;
 	if (r < 0) {
 		/* Without puppet/running the fleet could not see the run: retry. */
 		log_warnx("cannot set puppet/running: %s", node_etcd_error(n));
 		node_run_failed(n, "status update");
-		return true;
+		return;
 	}
 	node_retry_reset(n);
-	if (retry)
+	if (n->start_retry)
 		log_fields(LOG_INFO, n->run_version, NULL,
 			   "attempt %ld at %s (failed since %lld)", n->attempts + 1, n->run_version,
 			   (long long)n->first_failure);
@@ -647,7 +710,7 @@ bool node_start_run(struct node *n)
 		/* The config run would read a stale catalog: fail it, visibly. */
 		node_record_config_failure(n, -1, n->hiera_error, "config");
 		node_run_failed(n, "hiera file");
-		return true;
+		return;
 	}
 	if (deadline > 0 &&
 	    node_timer_arm(n, &n->deadline_timer, (uint64_t)deadline * USEC_PER_SEC,
@@ -655,5 +718,4 @@ bool node_start_run(struct node *n)
 		log_warnx("cannot arm the healthy_deadline timer");
 	node_run_hook(n, n->opt.config->hook_upgrade && *n->opt.config->hook_upgrade
 				 ? NODE_RUN_UPGRADE : NODE_RUN_CONFIG);
-	return true;
 }

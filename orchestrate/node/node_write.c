@@ -1,0 +1,170 @@
+/*
+ * node_write.c — the writes of a run (its start and its end): one at a time,
+ * without blocking the loop, and never applied twice.
+ *
+ * A run's txn used to be a blocking call bounded by the request timeout.
+ * Under an etcd slower than that, the loop stalled (keepalives, the watchdog
+ * and hook output waited behind it), the call gave up while etcd still worked
+ * on it, and the run's retry sent it again: each slow answer became more work
+ * for etcd.  Here the txn runs on the client's multi handle with the patience
+ * of NODE_WRITE_PATIENCE_MS, well past etcd's own request timeout, so that the
+ * answer is etcd's verdict rather than our impatience.
+ *
+ * A write that failed without a definite answer (a timeout, etcd's "request
+ * timed out", a connection lost) may still have been applied.  It is sent
+ * again as it is after a backoff (node_write_backoff): it was sent settled
+ * (fleet_batch_commit_start), so if an earlier send went through, etcd says
+ * so from its witness key and nothing is written twice.  A definite answer (written, a guard that failed,
+ * a refusal, an unknown lease) ends the write and goes to its done function.
+ *
+ * While a write is in flight the node decides nothing (node_evaluate waits):
+ * a decision must not race the write of the last one.  Its end evaluates
+ * again.  The services the write publishes (node_batch_services put them in
+ * n->staged) travel with it and count as published once it landed.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "base/backoff.h"
+#include "base/cleanup.h"
+#include "base/log.h"
+#include "base/strv.h"
+#include "fleet/fleet_lease.h"
+#include "node_internal.h"
+
+/* How long one send of a run's txn waits for etcd's answer: past etcd's own
+ * request timeout (about 7 s), so that a slow etcd answers rather than us
+ * giving up on a request it is still working on. */
+#define NODE_WRITE_PATIENCE_MS 30000L
+
+struct node_write {
+	struct fleet_batch *batch;
+	struct etcd_call *call;		/* the send in flight */
+	sd_event_source *resend;	/* the backoff before the next send */
+	unsigned failures;		/* sends without a definite answer */
+	const char *what;		/* for the log, a literal */
+	node_write_fn done;
+	char **staged, **staged_values;	/* the services it publishes */
+};
+
+static void node_write_free(struct node_write *w)
+{
+	if (!w)
+		return;
+	fleet_call_cancel(w->call);
+	sd_event_source_disable_unref(w->resend);
+	fleet_batch_free(w->batch);
+	strv_free(w->staged);
+	strv_free(w->staged_values);
+	free(w);
+}
+
+/* An answer that says what happened; anything else may have been applied. */
+static bool node_write_definite(int error)
+{
+	return error == 0 || error == -ECANCELED || error == -EACCES || error == -EPERM ||
+	       error == -EINVAL || error == -ENOMEM || error == -EPROTO;
+}
+
+static int node_write_send(struct node *n);
+
+/* Ends the write: the services it carried count as published when it was
+ * applied, then its done function runs with the node free to write again. */
+static void node_write_end(struct node *n, int error)
+{
+	struct node_write *w = n->write;
+	node_write_fn done = w->done;
+
+	n->write = NULL;
+	if (error == 0 && w->staged) {
+		node_services_forget_pending(n);
+		n->staged = TAKE_PTR(w->staged);
+		n->staged_values = TAKE_PTR(w->staged_values);
+		node_services_committed(n);
+	}
+	w->call = NULL;
+	node_write_free(w);
+	done(n, error);
+	if (n->once_exit && !n->write)
+		node_once_finish(n, n->once_exit - 1);
+	else if (n->stop_requested)
+		node_finish_stop(n);
+	node_schedule_evaluate(n);
+}
+
+static int node_on_write_resend(sd_event_source *s, uint64_t usec, void *userdata)
+{
+	struct node *n = userdata;
+	int r;
+
+	node_timer_cancel(&n->write->resend);
+	if ((r = node_write_send(n)) < 0)
+		node_write_end(n, r);
+	return 0;
+}
+
+static void node_on_write_answer(int error, int64_t revision, void *userdata)
+{
+	struct node *n = userdata;
+	struct node_write *w = n->write;
+	uint64_t delay;
+
+	w->call = NULL;
+	if (error == 0 && w->failures > 0)
+		log_info("%s written at revision %lld, after %u unanswered send%s", w->what,
+			 (long long)revision, w->failures, w->failures == 1 ? "" : "s");
+	if (node_write_definite(error) || n->stopping) {
+		node_write_end(n, error);
+		return;
+	}
+	delay = backoff_delay(&node_write_backoff, ++w->failures);
+	log_warnx("cannot write %s: %s; sending it again (settled) in %.1f s", w->what,
+		  node_etcd_error(n), (double)delay / (double)USEC_PER_SEC);
+	if (node_timer_arm(n, &w->resend, delay, node_on_write_resend) < 0)
+		node_write_end(n, error);
+}
+
+static int node_write_send(struct node *n)
+{
+	struct node_write *w = n->write;
+	int r = fleet_batch_commit_start(w->batch, NODE_WRITE_PATIENCE_MS, node_on_write_answer,
+					 n, &w->call);
+	return r > 0 ? -EINVAL : r;	/* an empty batch is a caller's bug */
+}
+
+int node_write_begin(struct node *n, struct fleet_batch *batch, const char *what,
+		     node_write_fn done)
+{
+	_cleanup_(fleet_batch_freep) struct fleet_batch *b = batch;
+	struct node_write *w;
+	int r;
+
+	if (n->write)
+		return -EBUSY;
+	if (!(w = calloc(1, sizeof(*w))))
+		return -ENOMEM;
+	w->batch = TAKE_PTR(b);
+	w->what = what;
+	w->done = done;
+	w->staged = TAKE_PTR(n->staged);
+	w->staged_values = TAKE_PTR(n->staged_values);
+	n->write = w;
+	if ((r = node_write_send(n)) < 0) {
+		n->write = NULL;
+		node_write_free(w);
+		return r;
+	}
+	return 0;
+}
+
+void node_write_stop(struct node *n)
+{
+	if (n->write && !n->write->call)
+		node_write_abandon(n);	/* waiting to resend: not worth the stop's wait */
+}
+
+void node_write_abandon(struct node *n)
+{
+	node_write_free(n->write);
+	n->write = NULL;
+}
