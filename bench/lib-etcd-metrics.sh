@@ -198,7 +198,8 @@ bench_trigger() {
 	c0=$(etcd_cpu_ms "${ETCD_PIDS[@]}")
 	s0=$(now_ms)
 	BT_T0=$(now_ms)
-	orchestrate trigger_update "$v" >/dev/null
+	# patient: under a slow etcd (ETCD_CPU) the default 5 s would give up
+	orchestrate --timeout 60 trigger_update "$v" >/dev/null
 	deadline=$((BT_T0 + ${TRIGGER_TIMEOUT:-120} * 1000))
 	while [ "$(now_ms)" -lt "$deadline" ]; do
 		at=$({ grep -F "\"version\":\"$v\"" "$out.at.raw" || true; } | awk '{ print $2 }' | sort -u | wc -l)

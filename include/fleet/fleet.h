@@ -303,6 +303,8 @@ int fleet_batch_commit(struct fleet_batch *b, int64_t *ret_revision);
  * before any reply, so even one call may reach etcd twice.
  */
 struct etcd_call;
+/* Nothing to send: no change and no guard. */
+bool fleet_batch_empty(const struct fleet_batch *b);
 typedef void (*fleet_commit_fn)(int error, int64_t revision, void *userdata);
 int fleet_batch_commit_start(struct fleet_batch *b, long patience_ms, fleet_commit_fn fn,
 			     void *userdata, struct etcd_call **ret);

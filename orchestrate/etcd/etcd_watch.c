@@ -44,6 +44,7 @@
 
 #define RECONNECT_MIN_MS 100
 #define RECONNECT_MAX_MS 5000
+#define RECONNECT_SPREAD_MS 1000	/* the first reconnect of a daemon's stream */
 /* A blocking watch gives up after this many rounds over the endpoints without
  * one stream being established: the cluster is unreachable. */
 #define BLOCKING_MAX_ROUNDS 2
@@ -407,6 +408,13 @@ static void watch_schedule_reconnect(struct etcd_watch *w)
 		 * the jitter spreads their reconnects. */
 		static const struct backoff b = { 2 * RECONNECT_MIN_MS, RECONNECT_MAX_MS, 0 };
 		delay = backoff_delay(&b, w->failures);
+	} else if (!w->blocking) {
+		/* A stream that worked drops with every other one of the fleet
+		 * when its member restarts or leaves: spread even the first
+		 * reconnect (a daemon's; a command's watch has one user
+		 * waiting and goes at once).  The watch resumes from its
+		 * revision, so the wait loses nothing. */
+		delay = random_between(0, RECONNECT_SPREAD_MS);
 	}
 	w->reconnect_at = etcd_now_ms() + delay;
 	/* Without its timer the watch would never come back: say so to the

@@ -2162,6 +2162,11 @@ int fleet_batch_commit(struct fleet_batch *b, int64_t *ret_revision)
 	return held ? 0 : -ECANCELED;
 }
 
+bool fleet_batch_empty(const struct fleet_batch *b)
+{
+	return b->ops == 0 && b->compares == 0;
+}
+
 int fleet_batch_commit_start(struct fleet_batch *b, long patience_ms, fleet_commit_fn fn,
 			     void *userdata, struct etcd_call **ret)
 {

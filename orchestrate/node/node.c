@@ -9,11 +9,12 @@
  * are child, pipe and timer sources (hook.c); the watch stream is a curl
  * transfer driven by the etcd client.  Nothing polls etcd.  What a busy etcd
  * must not hold up runs beside the loop on the client's multi handle: the
- * keepalive (node_lease.c) and the writes of a run, its start and its end
- * (node_write.c: one at a time, patient, settled so that a resend never
- * writes twice; the node decides nothing while one is in flight).  The rarer
- * writes of a decision (a slot, a halt, a registration) are still blocking
- * calls bounded by the request timeout.
+ * keepalive (node_lease.c) and the writes every version change makes, the
+ * slot's queueing, puppet/pending, a run's start and its end (node_write.c:
+ * one at a time, patient, settled so that a resend never writes twice; the
+ * node decides nothing while one is in flight).  The rarer writes (a halt, a
+ * promote, a registration, a first publication) are still blocking calls
+ * bounded by the request timeout.
  *
  * Decisions happen in one place, node_evaluate(), run from a deferred event
  * source: stream callbacks only apply events to the fleet model and schedule
@@ -301,6 +302,12 @@ static void node_update_pause(struct node *n)
  * failed at this rollout keeps its failed status instead: a failure stays
  * visible until a run succeeds.
  */
+static void node_pending_written(struct node *n, int r)
+{
+	if (r < 0)
+		log_warnx("cannot set status puppet/pending: %s", node_etcd_error(n));
+}
+
 static void node_wait(struct node *n, enum node_state state, const char *wait,
 		      const char *detail, const char *status_line)
 {
@@ -310,15 +317,21 @@ static void node_wait(struct node *n, enum node_state state, const char *wait,
 	if (node_failed_here(n) || asprintf(&key, "%s: %s", wait, detail) < 0 ||
 	    str_eq(key, n->pending_detail))
 		return;
-	_cleanup_(fleet_batch_freep) struct fleet_batch *b = NULL;
+	if (n->write)
+		return;		/* its end decides, and says, again */
+	struct fleet_batch *b = NULL;
 	struct status_extra x = { .wait = wait };
 	if (fleet_batch_new(&n->fleet, &b) < 0 ||
 	    fleet_batch_status_extra(b, n->host, STATUS_PUPPET, STATE_PENDING, n->model.desired, -1,
 				     detail, &x) < 0 ||
-	    fleet_batch_commit(b, NULL) < 0) {
+	    node_write_begin(n, TAKE_PTR(b), "puppet/pending", node_pending_written) < 0) {
+		fleet_batch_free(b);
 		log_warnx("cannot set status puppet/pending: %s", node_etcd_error(n));
 		return;
 	}
+	/* Said, as far as the node is concerned: what a host waits for is
+	 * shown at best effort, and a failed write is not worth a retry that
+	 * competes with the ones that matter. */
 	set_str(&n->pending_detail, key);
 }
 
@@ -443,9 +456,16 @@ static bool node_evaluate_run(struct node *n)
 
 static void node_evaluate(struct node *n)
 {
-	/* The last decision's write is in flight: its end evaluates again. */
+	/* The last decision's write is in flight: its end evaluates again.  A
+	 * write that failed waits for its retry (node_retry_later) before the
+	 * node decides anything that writes: deciding again at once would
+	 * only send the next write into the same failure. */
 	if (n->write)
 		return;
+	if (n->retry_timer) {
+		node_try_services(n);
+		return;
+	}
 	/* A halt this node just wrote reaches its model later (events of
 	 * earlier revisions, such as the dead host's other keys, may come
 	 * first): until then, no run starts. */

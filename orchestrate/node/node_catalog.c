@@ -293,21 +293,30 @@ void node_services_committed(struct node *n)
 	n->published_values = TAKE_PTR(n->staged_values);
 }
 
-/* Publishes this node's services now, in a request of their own (a first
- * publication, a reload): only the changed ones, or all with force. */
+static void node_services_published(struct node *n, int r)
+{
+	if (r < 0)
+		log_warnx("cannot publish this node's services: %s",
+			  r == -EINVAL ? strerror(-r) : node_etcd_error(n));
+}
+
+/* Publishes this node's services in a write of their own (a first
+ * publication, a reload): only the changed ones, or all with force.  The
+ * write goes out in turn (node_write.c); 0 once it is queued. */
 int node_publish_services(struct node *n, bool healthy, bool force)
 {
-	_cleanup_(fleet_batch_freep) struct fleet_batch *b = NULL;
+	struct fleet_batch *b = NULL;
 	int r;
 
 	if ((r = fleet_batch_new(&n->fleet, &b)) < 0 ||
-	    (r = node_batch_services(n, b, healthy, force)) < 0 ||
-	    (r = fleet_batch_commit(b, NULL)) < 0) {
-		log_warnx("cannot publish this node's services: %s",
-			  r == -EINVAL ? strerror(-r) : node_etcd_error(n));
+	    (r = node_batch_services(n, b, healthy, force)) < 0) {
+		fleet_batch_free(b);
 		node_services_forget_pending(n);
+		node_services_published(n, r);
 		return r;
 	}
-	node_services_committed(n);
-	return 0;
+	r = node_write_begin(n, b, "this node's services", node_services_published);
+	if (r < 0)
+		node_services_published(n, r);
+	return r < 0 ? r : 0;
 }

@@ -132,7 +132,7 @@ struct node {
 	bool baked;			/* min_healthy_time is over (or not needed) */
 	char *running_published;	/* version of running_version/HOST we put (or owe) */
 	bool success_owed;		/* the end-of-run txn failed: retried when idle */
-	struct node_write *write;	/* the run's write in flight (node_write.c) */
+	struct node_write *write;	/* writes in flight, first first (node_write.c) */
 
 	/* metrics (paths.metrics_file) */
 	struct metrics_hook hook_metrics[_HOOK_M_MAX];
@@ -179,12 +179,14 @@ const char *or_none(const char *s);
  * shows it while it keeps running and retrying).  Static storage. */
 const char *node_etcd_error(struct node *n);
 
-/* node_write.c: the run's writes, one at a time, asynchronous, settled on a
- * resend.  done gets 0 (written), -ECANCELED (a guard failed, nothing
- * written) or a definite error; the node evaluates again after it. */
+/* node_write.c: the writes of a version change, one at a time in order,
+ * asynchronous, settled.  done gets 0 (written), -ECANCELED (a guard failed,
+ * nothing written) or a definite error; the node evaluates again after the
+ * last write ended. */
 typedef void (*node_write_fn)(struct node *n, int error);
-/* Takes batch (freed whatever happens); -EBUSY while another write is in
- * flight, else 0 or the error of the first send (done never runs then). */
+/* Takes batch (freed whatever happens) and queues it behind any write in
+ * flight: 0, or the error of its first send (done never runs then); 1 when
+ * the batch is empty (nothing to write, done never runs). */
 int node_write_begin(struct node *n, struct fleet_batch *batch, const char *what,
 		     node_write_fn done);
 /* Forgets the write in flight (a stop past its grace): done never runs. */

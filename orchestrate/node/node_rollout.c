@@ -179,12 +179,26 @@ static int node_count_alive(struct node *n, long *ret)
 	return 0;
 }
 
+/* The queueing txn ended (node_write.c). */
+static void node_queued(struct node *n, int r)
+{
+	if (r < 0) {
+		log_warnx("cannot take a rollout slot: %s", node_etcd_error(n));
+		set_str(&n->pending_detail, NULL);
+		node_retry_later(n);
+		return;
+	}
+	n->holding = true;
+	node_retry_reset(n);
+}
+
 /* Queues for a slot: the place is known once the key comes back on the
  * stream, so the host waits at least until then: it says so in the same txn
- * (node_wait then finds it said). */
+ * (node_wait then finds it said).  The txn is in flight when this returns 0;
+ * node_queued() takes its answer. */
 static int node_queue(struct node *n)
 {
-	_cleanup_(fleet_batch_freep) struct fleet_batch *b = NULL;
+	struct fleet_batch *b = NULL;
 	_cleanup_(freep) char *detail = node_slot_detail(n);
 	_cleanup_(freep) char *said = NULL;
 	struct status_extra x = { .wait = "slot" };
@@ -197,10 +211,12 @@ static int node_queue(struct node *n)
 	    (r = fleet_batch_holder(b, n->host, n->model.desired, n->opt.config->group,
 				    n->lease)) < 0 ||
 	    (say && (r = fleet_batch_status_extra(b, n->host, STATUS_PUPPET, STATE_PENDING,
-						  n->model.desired, -1, detail, &x)) < 0) ||
-	    (r = fleet_batch_commit(b, NULL)) < 0)
+						  n->model.desired, -1, detail, &x)) < 0)) {
+		fleet_batch_free(b);
 		return r;
-	n->holding = true;
+	}
+	if ((r = node_write_begin(n, b, "rollout/holders", node_queued)) < 0)
+		return r;
 	if (say)
 		set_str(&n->pending_detail, said);
 	return 0;
@@ -276,9 +292,13 @@ int node_take_slot(struct node *n, struct slot_wait *ret_wait)
 		free(d.halt_reason);
 		if ((r = fleet_model_decide(&n->model, &ask, &d)) < 0)
 			return r;
-		if (d.verdict == ROLLOUT_QUEUE)
-			r = node_queue(n);
-		else if (d.verdict == ROLLOUT_COUNT_ALIVE && ask.alive < 0)
+		if (d.verdict == ROLLOUT_QUEUE) {
+			/* Its place is known once its key is back on the
+			 * stream: until then it waits (the switch below). */
+			if ((r = node_queue(n)) < 0)
+				return r;
+			break;
+		} else if (d.verdict == ROLLOUT_COUNT_ALIVE && ask.alive < 0)
 			r = node_count_alive(n, &ask.alive);
 		else
 			break;

@@ -1,6 +1,7 @@
 /*
- * node_write.c — the writes of a run (its start and its end): one at a time,
- * without blocking the loop, and never applied twice.
+ * node_write.c — the writes every version change makes (queueing for a
+ * rollout slot, what a waiting host waits for, a run's start and its end):
+ * one at a time, without blocking the loop, and never applied twice.
  *
  * A run's txn used to be a blocking call bounded by the request timeout.
  * Under an etcd slower than that, the loop stalled (keepalives, the watchdog
@@ -17,10 +18,13 @@
  * so from its witness key and nothing is written twice.  A definite answer (written, a guard that failed,
  * a refusal, an unknown lease) ends the write and goes to its done function.
  *
- * While a write is in flight the node decides nothing (node_evaluate waits):
- * a decision must not race the write of the last one.  Its end evaluates
- * again.  The services the write publishes (node_batch_services put them in
- * n->staged) travel with it and count as published once it landed.
+ * Writes go out one at a time, in the order they were made (a first
+ * publication, then the run's end, say): a later one never overtakes an
+ * earlier one that is slow.  While one is in flight the node decides nothing
+ * (node_evaluate waits): a decision must not race the write of the last one.
+ * The end of each evaluates again.  The services a write publishes
+ * (node_batch_services put them in n->staged) travel with it and count as
+ * published once it landed.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -32,12 +36,13 @@
 #include "fleet/fleet_lease.h"
 #include "node_internal.h"
 
-/* How long one send of a run's txn waits for etcd's answer: past etcd's own
- * request timeout (about 7 s), so that a slow etcd answers rather than us
- * giving up on a request it is still working on. */
+/* How long one send waits for etcd's answer: past etcd's own request timeout
+ * (about 7 s), so that a slow etcd answers rather than us giving up on a
+ * request it is still working on. */
 #define NODE_WRITE_PATIENCE_MS 30000L
 
 struct node_write {
+	struct node_write *next;	/* the queue, n->write first */
 	struct fleet_batch *batch;
 	struct etcd_call *call;		/* the send in flight */
 	sd_event_source *resend;	/* the backoff before the next send */
@@ -66,16 +71,25 @@ static bool node_write_definite(int error)
 	       error == -EINVAL || error == -ENOMEM || error == -EPROTO;
 }
 
-static int node_write_send(struct node *n);
+static void node_on_write_answer(int error, int64_t revision, void *userdata);
 
-/* Ends the write: the services it carried count as published when it was
- * applied, then its done function runs with the node free to write again. */
+static int node_write_send(struct node *n)
+{
+	struct node_write *w = n->write;
+	int r = fleet_batch_commit_start(w->batch, NODE_WRITE_PATIENCE_MS, node_on_write_answer,
+					 n, &w->call);
+	return r > 0 ? -EINVAL : r;	/* an empty batch is a caller's bug */
+}
+
+/* Ends the first write: the services it carried count as published when it
+ * was applied, its done function runs, and the next write goes out. */
 static void node_write_end(struct node *n, int error)
 {
 	struct node_write *w = n->write;
 	node_write_fn done = w->done;
+	int r;
 
-	n->write = NULL;
+	n->write = w->next;
 	if (error == 0 && w->staged) {
 		node_services_forget_pending(n);
 		n->staged = TAKE_PTR(w->staged);
@@ -85,7 +99,14 @@ static void node_write_end(struct node *n, int error)
 	w->call = NULL;
 	node_write_free(w);
 	done(n, error);
-	if (n->once_exit && !n->write)
+	if (n->write && !n->write->call && !n->write->resend &&
+	    (r = node_write_send(n)) < 0) {
+		node_write_end(n, r);
+		return;
+	}
+	if (n->write)
+		return;		/* the last one's end goes on below */
+	if (n->once_exit)
 		node_once_finish(n, n->once_exit - 1);
 	else if (n->stop_requested)
 		node_finish_stop(n);
@@ -124,23 +145,17 @@ static void node_on_write_answer(int error, int64_t revision, void *userdata)
 		node_write_end(n, error);
 }
 
-static int node_write_send(struct node *n)
-{
-	struct node_write *w = n->write;
-	int r = fleet_batch_commit_start(w->batch, NODE_WRITE_PATIENCE_MS, node_on_write_answer,
-					 n, &w->call);
-	return r > 0 ? -EINVAL : r;	/* an empty batch is a caller's bug */
-}
-
 int node_write_begin(struct node *n, struct fleet_batch *batch, const char *what,
 		     node_write_fn done)
 {
 	_cleanup_(fleet_batch_freep) struct fleet_batch *b = batch;
-	struct node_write *w;
+	struct node_write *w, **tail;
 	int r;
 
-	if (n->write)
-		return -EBUSY;
+	if (fleet_batch_empty(b)) {
+		node_services_committed(n);	/* nothing changed */
+		return 1;
+	}
 	if (!(w = calloc(1, sizeof(*w))))
 		return -ENOMEM;
 	w->batch = TAKE_PTR(b);
@@ -148,7 +163,11 @@ int node_write_begin(struct node *n, struct fleet_batch *batch, const char *what
 	w->done = done;
 	w->staged = TAKE_PTR(n->staged);
 	w->staged_values = TAKE_PTR(n->staged_values);
-	n->write = w;
+	for (tail = &n->write; *tail; tail = &(*tail)->next)
+		;
+	*tail = w;
+	if (n->write != w)
+		return 0;	/* goes out when the ones before it ended */
 	if ((r = node_write_send(n)) < 0) {
 		n->write = NULL;
 		node_write_free(w);
@@ -157,14 +176,17 @@ int node_write_begin(struct node *n, struct fleet_batch *batch, const char *what
 	return 0;
 }
 
+void node_write_abandon(struct node *n)
+{
+	while (n->write) {
+		struct node_write *w = n->write;
+		n->write = w->next;
+		node_write_free(w);
+	}
+}
+
 void node_write_stop(struct node *n)
 {
 	if (n->write && !n->write->call)
 		node_write_abandon(n);	/* waiting to resend: not worth the stop's wait */
-}
-
-void node_write_abandon(struct node *n)
-{
-	node_write_free(n->write);
-	n->write = NULL;
 }
