@@ -12,6 +12,9 @@
 #   ETCD_CPU=10 bench/daemons.sh       etcd held to 10 % of one core during the
 #                                      triggers (a cpu cgroup, v1 or v2; root):
 #                                      an etcd slower than the request timeout
+#   WARM=0 bench/daemons.sh            no warm-up trigger: the first measured one
+#                                      is every daemon's first run (a first boot:
+#                                      each publishes its services)
 #
 # Measures:
 #   - idle memory of one daemon: VmRSS, and its anonymous (private) part;
@@ -36,6 +39,7 @@ consumes=${CONSUMES-}
 policy=${POLICY-}	# e.g. POLICY='{"max_parallel":50,"max_fail_percent":10}'
 etcd_cpu=${ETCD_CPU-}	# percent of one core etcd may use during the triggers
 keep_logs=${KEEP_LOGS-}	# a directory: the daemons' logs are copied there at the end
+warm=${WARM:-1}		# one trigger first, unmeasured and unconstrained
 
 export SETTLE=${SETTLE:-3} SETTLE_TIMEOUT=${SETTLE_TIMEOUT:-120}
 export TRIGGER_TIMEOUT=${TRIGGER_TIMEOUT:-120}
@@ -162,6 +166,15 @@ log_counts() {
 }
 log_counts >"$work/logs0"
 
+if [ "$warm" = 1 ]; then
+	# A daemon's first run publishes its services (a first boot); what a
+	# trigger costs a fleet that runs is measured from the second.
+	echo
+	echo "warm-up trigger (each daemon's first run), not measured:"
+	bench_trigger warm "$daemons" "$work/warm"
+	echo "  at the version (count, p50, p99, max ms): $BT_AT"
+	sleep "$SETTLE"
+fi
 echo
 if [ -n "$etcd_cpu" ]; then
 	etcd_cpu_limit "$etcd_cpu"

@@ -151,3 +151,12 @@ stop_all_nodes () {
 		wait_for "test -s '$d_/exit' || ! kill -0 $(cat "$pf_")" 30 >/dev/null 2>&1
 	done
 }
+
+# key_version KEY  — how many times KEY was written since it was created, from
+# etcd's own counter (0: absent).
+key_version () {
+	etcdctl_ get -w json "$1" | python3 -c '
+import json, sys
+kvs = json.load(sys.stdin).get("kvs") or []
+print(kvs[0].get("version", 0) if kvs else 0)'
+}

@@ -118,5 +118,25 @@ test_expect_success 'a host pause covers only that host' '
 	wait_for "node_at b v5" 15
 '
 
+test_expect_success 'a first run whose validation is quick publishes its entry once, healthy' '
+	etcdctl_put /current_version v6 &&
+	node_setup q &&
+	start_node q &&
+	wait_for "node_at q v6" 20 &&
+	etcdctl_get /available_services/svc-q/q | grep -q "\"healthy\":true" &&
+	test "$(key_version /available_services/svc-q/q)" = 1
+'
+
+test_expect_success 'a first run whose validation is slow publishes its entry ahead, not healthy' '
+	node_setup s &&
+	echo 5 >s/validate.sleep &&
+	start_node s &&
+	wait_for "grep -q \"validate v6\" s/validate.count" 20 &&
+	wait_for "etcdctl_get /available_services/svc-s/s | grep -q \"\\\"healthy\\\":false\"" 5 &&
+	wait_for "node_at s v6" 20 &&
+	etcdctl_get /available_services/svc-s/s | grep -q "\"healthy\":true" &&
+	test "$(key_version /available_services/svc-s/s)" = 2
+'
+
 stop_all_nodes
 test_done

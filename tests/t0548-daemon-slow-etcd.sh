@@ -29,14 +29,6 @@ kvs = json.load(sys.stdin).get("kvs") or []
 print(kvs[0].get("lease", 0) if kvs else "")'
 }
 
-# key_version KEY  — how many times KEY was written since it was created (0: absent).
-key_version () {
-	etcdctl_ get -w json "$1" | python3 -c '
-import json, sys
-kvs = json.load(sys.stdin).get("kvs") or []
-print(kvs[0].get("version", 0) if kvs else 0)'
-}
-
 # requests PATH FROM [TO]  — requests for PATH (/v3/lease/keepalive,
 # /v3/kv/range...) the proxy passed to etcd in [FROM, TO).
 requests () {

@@ -234,6 +234,10 @@ typedef void (*etcd_value_fn)(int error, int64_t value, void *userdata);
 /* One keepalive; the value is the remaining TTL, 0 when the lease is gone. */
 int etcd_lease_keepalive_start(struct etcd_client *c, int64_t id, long timeout_ms,
 			       etcd_value_fn fn, void *userdata, struct etcd_call **ret);
+/* A lease grant; the value is the new lease's id.  (A grant sent twice, by
+ * a resend, leaves an unused lease that expires by itself.) */
+int etcd_lease_grant_start(struct etcd_client *c, int64_t ttl, long timeout_ms,
+			   etcd_value_fn fn, void *userdata, struct etcd_call **ret);
 /* A txn; the value is the revision it was applied at.  -ECANCELED when its
  * compares failed (nothing written); a settled txn (etcd_txn_settle) whose
  * first send was applied counts as applied, at the witness's revision.  The

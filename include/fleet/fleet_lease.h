@@ -26,6 +26,9 @@ int fleet_lease_revoke(struct fleet *f, int64_t id);
 typedef void (*fleet_lease_fn)(int error, int64_t ttl, void *userdata);
 int fleet_lease_keepalive_start(struct fleet *f, int64_t id, long patience_ms,
 				fleet_lease_fn fn, void *userdata, struct etcd_call **ret);
+/* A grant, asynchronous: fn gets 0 and the new lease's id, or an error. */
+int fleet_lease_grant_start(struct fleet *f, int64_t ttl, long patience_ms, fleet_lease_fn fn,
+			    void *userdata, struct etcd_call **ret);
 /* Stops a call that has not called back yet (NULL: nothing); fn never runs. */
 void fleet_call_cancel(struct etcd_call *call);
 

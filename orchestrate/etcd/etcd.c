@@ -1196,6 +1196,14 @@ int etcd_txn_commit(struct etcd_client *c, struct etcd_txn *t, bool *ret_succeed
 
 /* --- leases ------------------------------------------------------------------ */
 
+int etcd_grant_body(int64_t ttl, char **ret_text)
+{
+	_cleanup_(cJSON_Deletep) cJSON *body = cJSON_CreateObject();
+	if (!body || add_int64(body, "TTL", ttl) < 0 || !(*ret_text = cJSON_PrintUnformatted(body)))
+		return -ENOMEM;
+	return 0;
+}
+
 int etcd_lease_grant(struct etcd_client *c, int64_t ttl, int64_t *ret_id)
 {
 	_cleanup_(cJSON_Deletep) cJSON *body = cJSON_CreateObject();
@@ -1205,6 +1213,11 @@ int etcd_lease_grant(struct etcd_client *c, int64_t ttl, int64_t *ret_id)
 	int r = etcd_call(c, "/v3/lease/grant", body, &reply);
 	if (r < 0)
 		return r;
+	return etcd_decode_grant(c, reply, ret_id);
+}
+
+int etcd_decode_grant(struct etcd_client *c, const cJSON *reply, int64_t *ret_id)
+{
 	const cJSON *err = cJSON_GetObjectItemCaseSensitive(reply, "error");
 	if (cJSON_IsString(err) && *err->valuestring) {
 		etcd_set_error(c, "etcd '%s': %s", etcd_current_endpoint(c), err->valuestring);

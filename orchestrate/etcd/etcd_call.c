@@ -209,6 +209,11 @@ static int call_decode_keepalive(struct etcd_call *call, const cJSON *reply, int
 	return etcd_decode_keepalive(call->c, reply, ret);
 }
 
+static int call_decode_grant(struct etcd_call *call, const cJSON *reply, int64_t *ret)
+{
+	return etcd_decode_grant(call->c, reply, ret);
+}
+
 static int call_decode_txn(struct etcd_call *call, const cJSON *reply, int64_t *ret)
 {
 	bool succeeded;
@@ -227,6 +232,17 @@ int etcd_lease_keepalive_start(struct etcd_client *c, int64_t id, long timeout_m
 		return r;
 	return call_start(c, "/v3/lease/keepalive", body, timeout_ms, call_decode_keepalive, NULL,
 			  fn, userdata, ret);
+}
+
+int etcd_lease_grant_start(struct etcd_client *c, int64_t ttl, long timeout_ms,
+			   etcd_value_fn fn, void *userdata, struct etcd_call **ret)
+{
+	char *body = NULL;
+	int r = etcd_grant_body(ttl, &body);
+	if (r < 0)
+		return r;
+	return call_start(c, "/v3/lease/grant", body, timeout_ms, call_decode_grant, NULL, fn,
+			  userdata, ret);
 }
 
 int etcd_txn_commit_start(struct etcd_client *c, const struct etcd_txn *t, long timeout_ms,

@@ -89,6 +89,9 @@ int etcd_reauthenticate(struct etcd_client *c);
 /* The lease keepalive's request body, and its reply read into the TTL. */
 int etcd_keepalive_body(int64_t id, char **ret_text);
 int etcd_decode_keepalive(struct etcd_client *c, const cJSON *reply, int64_t *ret_ttl);
+/* A lease grant's request body, and its reply read into the lease id. */
+int etcd_grant_body(int64_t ttl, char **ret_text);
+int etcd_decode_grant(struct etcd_client *c, const cJSON *reply, int64_t *ret_id);
 /* A txn's reply: whether it succeeded and its revision.  With witness (the
  * value a settled txn puts, etcd_txn_settle), a failed compare whose read-back
  * witness holds that value counts as succeeded, at the witness's revision. */

@@ -61,6 +61,7 @@ struct node {
 	bool registered;
 	bool keys_lost;			/* a new lease whose keys are not all put */
 	bool lease_expired;		/* ...and etcd no longer knows that lease */
+	bool reregistering;		/* the leased keys' write is in flight */
 	sd_event_source *keepalive;	/* the next keepalive's timer */
 	struct etcd_call *keepalive_call; /* the keepalive in flight, or NULL */
 	uint64_t keepalive_sent;	/* when it was sent (CLOCK_MONOTONIC usec) */
@@ -128,6 +129,7 @@ struct node {
 	int64_t first_failure;		/* unix time of the first */
 	int64_t run_trigger;		/* the trigger the run started at */
 	sd_event_source *deadline_timer;	/* healthy_deadline of this run */
+	sd_event_source *publish_timer;	/* a first run's early publication */
 	bool deadline_passed;
 	bool baked;			/* min_healthy_time is over (or not needed) */
 	char *running_published;	/* version of running_version/HOST we put (or owe) */
@@ -178,6 +180,11 @@ const char *or_none(const char *s);
  * (which also goes to STATUS=, so that a host whose identity lacks a grant
  * shows it while it keeps running and retrying).  Static storage. */
 const char *node_etcd_error(struct node *n);
+
+/* How long a write (node_write.c) or a lease grant waits for etcd's answer:
+ * past etcd's own request timeout (about 7 s), so that a slow etcd answers
+ * rather than the node giving up on a request etcd is still working on. */
+#define NODE_ETCD_PATIENCE_MS 30000L
 
 /* node_write.c: the writes of a version change, one at a time in order,
  * asynchronous, settled.  done gets 0 (written), -ECANCELED (a guard failed,

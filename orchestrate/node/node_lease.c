@@ -54,26 +54,13 @@ static uint64_t node_now(struct node *n)
 	return usec;
 }
 
-/*
- * Puts every leased key this node owns.  At start: alive with the provisioned
- * status and the group (one txn in fleet_register; those two are not leased),
- * then one batch with its services, its running_version and its rollout
- * holder.  After a lost lease only the leased keys are gone: alive goes back
- * in that same batch, one txn in all, so a fleet that lost its leases together
- * (an etcd that stalled past the TTL) comes back at one write per node.
- */
-int node_put_leased_keys(struct node *n)
+/* The leased keys of a node that registered before (alive first), after
+ * it lost its lease: one batch, see below.  In b. */
+static int node_batch_leased_keys(struct node *n, struct fleet_batch *b)
 {
 	const struct config *cfg = n->opt.config;
-	_cleanup_(fleet_batch_freep) struct fleet_batch *b = NULL;
 	int r;
 
-	if (!n->registered &&
-	    (r = fleet_register(&n->fleet, n->host, cfg->group, n->local, (long)getpid(),
-				n->lease)) < 0)
-		return r;
-	if ((r = fleet_batch_new(&n->fleet, &b)) < 0)
-		return r;
 	if (n->registered &&
 	    (r = fleet_batch_alive(b, n->host, n->local, (long)getpid(), n->lease)) < 0)
 		return r;
@@ -85,6 +72,30 @@ int node_put_leased_keys(struct node *n)
 	if (n->holding &&
 	    (r = fleet_batch_holder(b, n->host, n->run_version ? n->run_version : n->model.desired,
 				    cfg->group, n->lease)) < 0)
+		return r;
+	return 0;
+}
+
+/*
+ * Puts every leased key this node owns.  At start: alive with the provisioned
+ * status and the group (one txn in fleet_register; those two are not leased),
+ * then one batch with its services, its running_version and its rollout
+ * holder.  After a lost lease only the leased keys are gone: alive goes back
+ * in that same batch, one txn in all, so a fleet that lost its leases together
+ * (an etcd that stalled past the TTL) comes back at one write per node; that
+ * one goes out asynchronously (node_lease_regrant).
+ */
+int node_put_leased_keys(struct node *n)
+{
+	const struct config *cfg = n->opt.config;
+	_cleanup_(fleet_batch_freep) struct fleet_batch *b = NULL;
+	int r;
+
+	if (!n->registered &&
+	    (r = fleet_register(&n->fleet, n->host, cfg->group, n->local, (long)getpid(),
+				n->lease)) < 0)
+		return r;
+	if ((r = fleet_batch_new(&n->fleet, &b)) < 0 || (r = node_batch_leased_keys(n, b)) < 0)
 		return r;
 	r = fleet_batch_commit(b, NULL);
 	if (r < 0) {
@@ -140,42 +151,87 @@ static uint64_t node_register_retry(struct node *n)
 	return backoff_delay(&node_write_backoff, ++n->keepalive_failures);
 }
 
-/* The lease is gone: a new one, and every leased key again under it. */
-static uint64_t node_lease_regrant(struct node *n)
+/* The leased keys' txn ended (node_write.c). */
+static void node_reregistered(struct node *n, int r)
 {
-	long want = n->opt.config->lease_ttl;
-	uint64_t asked = node_now(n);
-	int64_t lease;
-
-	if (!n->keys_lost || n->lease_expired) {
-		log_warnx("lease %llx is gone, granting a new one and registering again",
-			  (unsigned long long)n->lease);
-		if (fleet_lease_grant(&n->fleet, want, &lease) < 0) {
-			log_warnx("cannot grant a lease: %s", node_etcd_error(n));
-			return node_register_retry(n);
-		}
-		n->lease = lease;
-		n->lease_ttl = want;
-		n->lease_refreshed = asked;
-		n->keys_lost = true;
-		n->lease_expired = false;
-		n->lease_regrants++;
-	}
-	/* Until every leased key is back under the new lease, try again.  When
-	 * etcd's queue outlasted the new lease too, etcd says it is not found
-	 * (NotFound, -EINVAL): the next try needs a lease of its own, or it
-	 * would put under the dead one forever. */
-	int r = node_put_leased_keys(n);
+	n->reregistering = false;
 	if (r < 0) {
+		/* When etcd's queue outlasted the new lease too, etcd says it
+		 * is not found (NotFound, -EINVAL): the next try needs a lease
+		 * of its own, or it would put under the dead one forever. */
 		log_warnx("cannot register again: %s", node_etcd_error(n));
 		if (r == -EINVAL)
 			n->lease_expired = true;
-		return node_register_retry(n);
+		node_keepalive_arm(n, node_register_retry(n));
+		return;
 	}
 	n->keys_lost = false;
 	n->keepalive_failures = 0;
 	log_info("registered again with lease %llx", (unsigned long long)n->lease);
-	return node_keepalive_interval(n);
+	node_keepalive_arm(n, node_keepalive_interval(n));
+}
+
+/* Every leased key again under the new lease: one write, in turn. */
+static void node_put_leased_keys_again(struct node *n)
+{
+	struct fleet_batch *b = NULL;
+	int r;
+
+	if ((r = fleet_batch_new(&n->fleet, &b)) < 0 || (r = node_batch_leased_keys(n, b)) < 0) {
+		fleet_batch_free(b);
+		node_services_forget_pending(n);
+		node_reregistered(n, r);
+		return;
+	}
+	n->reregistering = true;
+	if ((r = node_write_begin(n, b, "the leased keys", node_reregistered)) < 0)
+		node_reregistered(n, r);
+}
+
+static void node_on_grant(int error, int64_t lease, void *userdata)
+{
+	struct node *n = userdata;
+
+	n->keepalive_call = NULL;
+	if (error < 0) {
+		log_warnx("cannot grant a lease: %s", node_etcd_error(n));
+		node_keepalive_arm(n, node_register_retry(n));
+		return;
+	}
+	n->lease = lease;
+	n->lease_ttl = n->opt.config->lease_ttl;
+	n->lease_refreshed = n->keepalive_sent;
+	n->keys_lost = true;
+	n->lease_expired = false;
+	n->lease_regrants++;
+	node_put_leased_keys_again(n);
+}
+
+/*
+ * The lease is gone: a new one, and every leased key again under it.  Both
+ * asynchronous and patient (NODE_ETCD_PATIENCE_MS), as the node's other
+ * writes: a fleet that lost its leases to a stalled etcd comes back while
+ * that etcd is still slow, and a grant given up on at the request timeout
+ * would be sent again into the same queue.  The keepalive timer stays off
+ * meanwhile; the grant's or the write's end arms it.
+ */
+static void node_lease_regrant(struct node *n)
+{
+	int r;
+
+	if (n->keys_lost && !n->lease_expired) {
+		node_put_leased_keys_again(n);	/* the lease is new: the keys only */
+		return;
+	}
+	log_warnx("lease %llx is gone, granting a new one and registering again",
+		  (unsigned long long)n->lease);
+	n->keepalive_sent = node_now(n);
+	r = fleet_lease_grant_start(&n->fleet, n->opt.config->lease_ttl, NODE_ETCD_PATIENCE_MS,
+				    node_on_grant, n, &n->keepalive_call);
+	if (r < 0) {
+		log_warnx("cannot grant a lease: %s", strerror(-r));
+		node_keepalive_arm(n, node_register_retry(n));
+	}
 }
 
 static void node_on_keepalive_reply(int error, int64_t ttl, void *userdata)
@@ -190,7 +246,7 @@ static void node_on_keepalive_reply(int error, int64_t ttl, void *userdata)
 		return;
 	}
 	if (ttl <= 0) {
-		node_keepalive_arm(n, node_lease_regrant(n));
+		node_lease_regrant(n);
 		return;
 	}
 	n->lease_ttl = (long)ttl;
@@ -211,12 +267,12 @@ static int node_on_keepalive(sd_event_source *s, uint64_t usec, void *userdata)
 	long patience_ms = expiry > now ? (long)((expiry - now) / 1000) : 0;
 	int r;
 
+	if (n->keepalive_call || n->reregistering)
+		return 0;	/* its end arms the next */
 	if (n->keys_lost) {
-		node_keepalive_arm(n, node_lease_regrant(n));
+		node_lease_regrant(n);
 		return 0;
 	}
-	if (n->keepalive_call)
-		return 0;	/* its reply arms the next */
 	/* Past the time the lease surely had, etcd may still not have
 	 * expired it (a stalled etcd's lessor stalls too): only its answer
 	 * says, so wait a whole TTL for it rather than ask again every

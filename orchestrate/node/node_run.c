@@ -18,7 +18,10 @@
  * state moves once, when it is known, rather than through validation/running.
  * A node that never published its services does so after its first config
  * run, whether or not it succeeded (one write, once), so that a node waiting
- * for it is not blocked until its validation ends.
+ * for it is not blocked until its validation ends; but only if that
+ * validation has not ended EARLY_PUBLISH_USEC later: a quick one publishes
+ * the entry once, healthy, in the end txn, rather than not healthy and then
+ * healthy, two events to every node that renders the service.
  *
  * A failed run is retried with capped exponential backoff and full jitter.
  * A successful run whose end txn cannot be written is still a success here
@@ -44,6 +47,10 @@
 #include "base/log.h"
 #include "node_internal.h"
 #include "fleet/schema.h"
+
+/* How long a first run's validation may take before the node's services are
+ * published, not healthy, ahead of its end (see above). */
+#define EARLY_PUBLISH_USEC (2 * USEC_PER_SEC)
 
 /* --- local version -------------------------------------------------------------------- */
 
@@ -466,6 +473,16 @@ static void node_upgrade_done(struct node *n, const struct hook_result *res)
 	node_run_hook(n, NODE_RUN_CONFIG);
 }
 
+/* A first run's validation is still going: publish ahead of its end. */
+static int node_on_publish_timer(sd_event_source *s, uint64_t usec, void *userdata)
+{
+	struct node *n = userdata;
+	node_timer_cancel(&n->publish_timer);
+	if (!n->published)
+		(void)node_publish_services(n, false, false);
+	return 0;
+}
+
 static void node_config_done(struct node *n, const struct hook_result *res)
 {
 	enum status_state st;
@@ -490,7 +507,8 @@ static void node_config_done(struct node *n, const struct hook_result *res)
 	 * healthy until validation succeeds): this breaks the circular wait
 	 * of two nodes depending on each other.  Later runs change them only
 	 * at the end, and only if their value changed. */
-	if (!n->published)
+	if (!n->published &&
+	    node_timer_arm(n, &n->publish_timer, EARLY_PUBLISH_USEC, node_on_publish_timer) < 0)
 		(void)node_publish_services(n, false, false);
 	node_run_hook(n, NODE_RUN_VALIDATE);
 }
@@ -503,6 +521,7 @@ static void node_validate_done(struct node *n, const struct hook_result *res)
 	long bake = n->model.policy_state == 1 ? n->model.policy.min_healthy_time : 0;
 	int r;
 
+	node_timer_cancel(&n->publish_timer);	/* the end txn publishes */
 	if (!ok) {
 		const char *stage;
 		detail = node_failure_detail(n, res, &stage, "validation");
@@ -517,6 +536,8 @@ static void node_validate_done(struct node *n, const struct hook_result *res)
 		/* min_healthy_time: the host keeps its slot (so the rollout
 		 * does not move on) and validates again at the end. */
 		n->baked = true;
+		if (!n->published)	/* the end is min_healthy_time away */
+			(void)node_publish_services(n, false, false);
 		node_set_state(n, NODE_BAKE, "validated %s, validating again in %ld s (min_healthy_time)",
 			       n->run_version, bake);
 		if (node_timer_arm(n, &n->run_timer, (uint64_t)bake * USEC_PER_SEC,

@@ -8,7 +8,7 @@
  * and hook output waited behind it), the call gave up while etcd still worked
  * on it, and the run's retry sent it again: each slow answer became more work
  * for etcd.  Here the txn runs on the client's multi handle with the patience
- * of NODE_WRITE_PATIENCE_MS, well past etcd's own request timeout, so that the
+ * of NODE_ETCD_PATIENCE_MS, well past etcd's own request timeout, so that the
  * answer is etcd's verdict rather than our impatience.
  *
  * A write that failed without a definite answer (a timeout, etcd's "request
@@ -35,11 +35,6 @@
 #include "base/strv.h"
 #include "fleet/fleet_lease.h"
 #include "node_internal.h"
-
-/* How long one send waits for etcd's answer: past etcd's own request timeout
- * (about 7 s), so that a slow etcd answers rather than us giving up on a
- * request it is still working on. */
-#define NODE_WRITE_PATIENCE_MS 30000L
 
 struct node_write {
 	struct node_write *next;	/* the queue, n->write first */
@@ -76,7 +71,7 @@ static void node_on_write_answer(int error, int64_t revision, void *userdata);
 static int node_write_send(struct node *n)
 {
 	struct node_write *w = n->write;
-	int r = fleet_batch_commit_start(w->batch, NODE_WRITE_PATIENCE_MS, node_on_write_answer,
+	int r = fleet_batch_commit_start(w->batch, NODE_ETCD_PATIENCE_MS, node_on_write_answer,
 					 n, &w->call);
 	return r > 0 ? -EINVAL : r;	/* an empty batch is a caller's bug */
 }
