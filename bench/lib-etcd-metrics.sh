@@ -43,7 +43,7 @@ etcd_metric_urls() {
 etcd_scrape() {
 	local u
 	for u in $(etcd_metric_urls); do
-		curl -s --max-time 10 "$u/metrics" || true
+		curl -s --max-time 60 "$u/metrics" || true
 	done
 }
 
@@ -68,7 +68,7 @@ etcd_gauge() {
 }
 
 etcd_member_requests() {
-	curl -s --max-time 10 "$1/metrics" | awk '/^grpc_server_started_total/ && !/LeaseKeepAlive/ {
+	curl -s --max-time 60 "$1/metrics" | awk '/^grpc_server_started_total/ && !/LeaseKeepAlive/ {
 		s += $NF } END { print s + 0 }'
 }
 
@@ -104,7 +104,7 @@ now_ms() {
 }
 
 etcdctl_() {
-	ETCDCTL_API=3 etcdctl --endpoints "$ORCHESTRATE_ETCD" --command-timeout=10s "$@"
+	ETCDCTL_API=3 etcdctl --endpoints "$ORCHESTRATE_ETCD" --command-timeout=60s "$@"
 }
 
 etcd_revision() {

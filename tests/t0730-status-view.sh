@@ -78,7 +78,11 @@ test_expect_success '--json totals' '
 '
 
 test_expect_success '--watch redraws on a change, from a watch' '
-	(orch status --watch >watch.out 2>&1 & echo $! >watch.pid; wait) &
+	# orchestrate itself in the background (not the orch function, whose
+	# subshell a kill would leave the command running behind)
+	orchestrate --config "$ORCH_CONFIG" status --watch >watch.out 2>&1 &
+	echo $! >watch.pid &&
+	test_register_pid "$(cat watch.pid)" &&
 	wait_for "grep -q \"^desired version\" watch.out" 10 &&
 	sleep 1 &&
 	test "$(grep -c "^desired version" watch.out)" = 1 &&

@@ -204,6 +204,9 @@ static void node_on_grant(int error, int64_t lease, void *userdata)
 	n->keys_lost = true;
 	n->lease_expired = false;
 	n->lease_regrants++;
+	/* The new lease is kept alive from now on, even while its keys wait
+	 * for their turn in the write queue. */
+	node_keepalive_arm(n, node_keepalive_interval(n));
 	node_put_leased_keys_again(n);
 }
 
@@ -213,7 +216,8 @@ static void node_on_grant(int error, int64_t lease, void *userdata)
  * writes: a fleet that lost its leases to a stalled etcd comes back while
  * that etcd is still slow, and a grant given up on at the request timeout
  * would be sent again into the same queue.  The keepalive timer stays off
- * meanwhile; the grant's or the write's end arms it.
+ * while the grant is out (its end arms it); the new lease is kept alive while
+ * its keys are being put.
  */
 static void node_lease_regrant(struct node *n)
 {
@@ -246,7 +250,10 @@ static void node_on_keepalive_reply(int error, int64_t ttl, void *userdata)
 		return;
 	}
 	if (ttl <= 0) {
-		node_lease_regrant(n);
+		if (n->reregistering)
+			n->lease_expired = true;	/* the keys' write fails, and says */
+		else
+			node_lease_regrant(n);
 		return;
 	}
 	n->lease_ttl = (long)ttl;
@@ -267,9 +274,9 @@ static int node_on_keepalive(sd_event_source *s, uint64_t usec, void *userdata)
 	long patience_ms = expiry > now ? (long)((expiry - now) / 1000) : 0;
 	int r;
 
-	if (n->keepalive_call || n->reregistering)
+	if (n->keepalive_call)
 		return 0;	/* its end arms the next */
-	if (n->keys_lost) {
+	if (n->keys_lost && !n->reregistering) {
 		node_lease_regrant(n);
 		return 0;
 	}

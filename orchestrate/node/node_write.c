@@ -68,10 +68,19 @@ static bool node_write_definite(int error)
 
 static void node_on_write_answer(int error, int64_t revision, void *userdata);
 
+/* Each send waits twice as long as the one before it, up to 8 times the first
+ * patience: an etcd that did not answer in time is further behind than
+ * thought, and a resend that gives up as early only queues behind the first. */
+static long node_write_patience(const struct node_write *w)
+{
+	unsigned shift = w->failures < 3 ? w->failures : 3;
+	return NODE_ETCD_PATIENCE_MS << shift;
+}
+
 static int node_write_send(struct node *n)
 {
 	struct node_write *w = n->write;
-	int r = fleet_batch_commit_start(w->batch, NODE_ETCD_PATIENCE_MS, node_on_write_answer,
+	int r = fleet_batch_commit_start(w->batch, node_write_patience(w), node_on_write_answer,
 					 n, &w->call);
 	return r > 0 ? -EINVAL : r;	/* an empty batch is a caller's bug */
 }
