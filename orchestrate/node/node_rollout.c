@@ -215,7 +215,7 @@ static int node_queue(struct node *n)
 		fleet_batch_free(b);
 		return r;
 	}
-	if ((r = node_write_begin(n, b, "rollout/holders", node_queued)) < 0)
+	if ((r = node_write_begin(n, b, "a place in the slot queue", node_queued)) < 0)
 		return r;
 	if (say)
 		set_str(&n->pending_detail, said);

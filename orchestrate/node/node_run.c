@@ -311,11 +311,13 @@ static int node_batch_failure(struct node *n, struct fleet_batch *b, const char 
 	return fleet_batch_failure(b, n->host, n->run_version, n->run_trigger, n->attempts, stage);
 }
 
-/* The failure's txn ended (node_write.c). */
-static void node_config_failure_written(struct node *n, int r)
+/* A failure's txn (config or validation) ended (node_write.c): the slot it
+ * gave back is free, or the failure stays unrecorded (the next run's outcome
+ * writes the status again). */
+static void node_failure_written(struct node *n, int r)
 {
 	if (r < 0) {
-		log_warnx("cannot set status puppet/failed: %s",
+		log_warnx("cannot record the failed run: %s",
 			  r == -EINVAL ? strerror(-r) : node_etcd_error(n));
 		n->releasing = false;
 		return;
@@ -341,21 +343,20 @@ static void node_record_config_failure(struct node *n, int exit_code, const char
 	    (r = node_batch_services(n, b, false, false)) < 0) {
 		fleet_batch_free(b);
 		node_services_forget_pending(n);
-		node_config_failure_written(n, r);
+		node_failure_written(n, r);
 		return;
 	}
-	if ((r = node_write_begin(n, b, "puppet/failed", node_config_failure_written)) < 0)
-		node_config_failure_written(n, r);
+	if ((r = node_write_begin(n, b, "puppet/failed", node_failure_written)) < 0)
+		node_failure_written(n, r);
 }
 
 static void node_success_written(struct node *n, int r);
-static void node_validation_failure_written(struct node *n, int r);
 
 /*
  * The end of a run whose config succeeded: puppet/success and the validation
  * state, with (on success) the running version, alive and the slot.  One txn,
  * in flight when this returns 0; its end goes to node_success_written() or
- * node_validation_failure_written().  An error: nothing was sent.
+ * node_failure_written().  An error: nothing was sent.
  */
 static int node_record_end(struct node *n, const char *version, bool validated,
 			   int validation_code, const char *detail, const char *stage)
@@ -387,7 +388,7 @@ static int node_record_end(struct node *n, const char *version, bool validated,
 			goto fail;
 	}
 	r = node_write_begin(n, TAKE_PTR(b), validated ? "the run's success" : "validation/failed",
-			     validated ? node_success_written : node_validation_failure_written);
+			     validated ? node_success_written : node_failure_written);
 	if (r < 0)
 		goto fail;
 	return 0;
@@ -395,16 +396,6 @@ fail:
 	node_services_forget_pending(n);
 	n->releasing = false;
 	return r;
-}
-
-static void node_validation_failure_written(struct node *n, int r)
-{
-	if (r < 0) {
-		log_warnx("cannot set status validation/failed: %s", node_etcd_error(n));
-		n->releasing = false;
-		return;
-	}
-	node_slot_released(n);
 }
 
 /* The success's txn ended: recorded, or owed (retried from idle after a
@@ -526,7 +517,7 @@ static void node_validate_done(struct node *n, const struct hook_result *res)
 		const char *stage;
 		detail = node_failure_detail(n, res, &stage, "validation");
 		if ((r = node_record_end(n, n->run_version, false, res->exit_code, detail, stage)) < 0)
-			node_validation_failure_written(n, r);
+			node_failure_written(n, r);
 		n->validation_failed = true;
 		node_run_failed(n, n->deadline_passed ? "healthy_deadline" : "validation");
 		return;
