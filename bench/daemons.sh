@@ -9,6 +9,7 @@
 #   POLICY='{"max_parallel":50,"max_fail_percent":10}' bench/daemons.sh
 #                                      the triggers run under that rollout policy
 #   KEEP_LOGS=DIR bench/daemons.sh    keeps the daemons' logs in DIR
+#   ETCD_ARGS='--enable-pprof' ...     extra flags for etcd
 #   ETCD_CPU=10 bench/daemons.sh       etcd held to 10 % of one core during the
 #                                      triggers (a cpu cgroup, v1 or v2; root):
 #                                      an etcd slower than the request timeout
@@ -52,7 +53,8 @@ done
 . "$top/scripts/local-etcd.sh"
 . "$top/bench/lib-etcd-metrics.sh"
 local_scratch bench-daemons
-local_etcd_start "$work" bench --quota-backend-bytes 4294967296
+# shellcheck disable=SC2086 # ETCD_ARGS: extra etcd flags, split on spaces
+local_etcd_start "$work" bench --quota-backend-bytes 4294967296 ${ETCD_ARGS:-}
 pids+=("$LOCAL_ETCD_PID")
 ETCD_PIDS=("$LOCAL_ETCD_PID")
 rss0=$(etcd_rss_kib "${ETCD_PIDS[@]}")
@@ -155,11 +157,12 @@ etcd_cpu_unlimit() {
 }
 
 # log_counts — what the daemons logged so far: keepalives failed, leases lost,
-# sync retries, full re-reads, run writes sent again (one line, five numbers).
+# sync retries, full re-reads, run writes sent again, run writes without an
+# answer that were read back (one line, six numbers).
 log_counts() {
 	local p
 	for p in "lease keepalive failed" "is gone, granting" "sync failed" "reading everything again" \
-		"sending it again (settled)"; do
+		"sending it again (settled)" "(read back:"; do
 		cat "$work"/n*/log | grep -c "$p" || true
 	done | tr '\n' ' '
 	echo
@@ -216,8 +219,9 @@ awk -v share="${etcd_cpu:-100}" -v n="$daemons" '{
 	for (i = 5; i <= NF; i += 2) printf " %s %s", $i, $(i + 1); printf "\n" }' "$work/per-trigger"
 log_counts >"$work/logs1"
 paste "$work/logs0" "$work/logs1" | awk -v n="$daemons" '{
-	printf "from the daemons\x27 logs, per daemon over the triggers: keepalives failed %.2f, leases lost %.2f,\n", ($6 - $1) / n, ($7 - $2) / n
-	printf "  sync retries %.2f, full re-reads of the catalog %.2f, run writes sent again %.2f\n", ($8 - $3) / n, ($9 - $4) / n, ($10 - $5) / n }'
+	printf "from the daemons\x27 logs, per daemon over the triggers: keepalives failed %.2f, leases lost %.2f,\n", ($7 - $1) / n, ($8 - $2) / n
+	printf "  sync retries %.2f, full re-reads of the catalog %.2f, run writes sent again %.2f,\n", ($9 - $3) / n, ($10 - $4) / n, ($11 - $5) / n
+	printf "  run writes unanswered and found applied by a read %.2f\n", ($12 - $6) / n }'
 if [ -n "$keep_logs" ]; then
 	mkdir -p "$keep_logs"
 	for d in "$work"/n*/; do cp "$d/log" "$keep_logs/$(basename "$d").log"; done

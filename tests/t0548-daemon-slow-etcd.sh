@@ -16,7 +16,7 @@ command -v python3 >/dev/null 2>&1 || skip_all "needs python3 for the slow proxy
 start_etcd
 
 "$TEST_DIRECTORY/tools/slow-proxy" "$ETCD_PORT" "$TRASH/proxy.port" "$TRASH/delay" \
-	"$TRASH/proxy.log" "$TRASH/lose" 2>"$TRASH/proxy.err" &
+	"$TRASH/proxy.log" "$TRASH/lose" "$TRASH/drop" 2>"$TRASH/proxy.err" &
 test_register_pid $!
 wait_for "test -s '$TRASH/proxy.port'" 10 || skip_all "the slow proxy did not start"
 PROXY_URL="http://127.0.0.1:$(cat "$TRASH/proxy.port")"
@@ -106,21 +106,43 @@ test_expect_success 'etcd stopped as the run ends: its record waits for etcd, se
 	test "$(lease_of s1)" = "$(cat lease.before)"
 '
 
-test_expect_success 'the reply of the run'"'"'s end lost: sent again settled, written once' '
+test_expect_success 'the reply of the run'"'"'s end lost: read back, not sent again, written once' '
 	rv=$(key_version /running_version/s1) &&
 	echo 2 >s1/validate.sleep &&
 	etcdctl_put /current_version v5 &&
 	wait_for "grep -q \"validate v5\" s1/validate.count" 20 &&
+	from=$(now) &&
 	: >lose &&
 	wait_for "grep -q \"cannot write the run.s success\" s1/log" 20 &&
 	rm -f lose &&
-	wait_for "grep -q \"the run.s success written at revision\" s1/log" 30 &&
+	wait_for "grep -q \"the run.s success written at revision .* (read back\" s1/log" 30 &&
 	wait_for "node_at s1 v5" 40 &&
 	status_is s1 puppet success &&
 	grep -q "lost a reply" proxy.log &&
-	{ key_version /status/puppet/success/s1; key_version /running_version/s1; echo rv=$rv; tail -5 proxy.log; grep "cannot write" s1/log; } >>/tmp/dbg && test "$(key_version /status/puppet/success/s1)" = 1 &&
+	test "$(key_version /status/puppet/success/s1)" = 1 &&
 	test "$(key_version /running_version/s1)" = $((rv + 1)) &&
-	test "$(grep -c "validate v5" s1/validate.count)" = 1
+	test "$(grep -c "validate v5" s1/validate.count)" = 1 &&
+	test "$(requests /v3/kv/txn "$from")" = 1 &&
+	test "$(requests /v3/kv/range "$from")" -ge 1 &&
+	! grep -q "sending it again" s1/log
+'
+
+test_expect_success 'the run'"'"'s end never reached etcd: found not applied, sent again once, written once' '
+	rv=$(key_version /running_version/s1) &&
+	mark=$(($(wc -l <s1/log) + 1)) &&
+	etcdctl_put /current_version v6 &&
+	wait_for "grep -q \"validate v6\" s1/validate.count" 20 &&
+	: >drop &&
+	wait_for "tail -n +$mark s1/log | grep -q \"cannot write the run.s success\"" 20 &&
+	rm -f drop &&
+	from=$(now) &&
+	wait_for "grep -q \"the run.s success was not applied: sending it again\" s1/log" 30 &&
+	wait_for "node_at s1 v6" 40 &&
+	status_is s1 puppet success &&
+	grep -q "dropped a request" proxy.log &&
+	test "$(key_version /running_version/s1)" = $((rv + 1)) &&
+	test "$(requests /v3/kv/txn "$from")" = 1 &&
+	test "$(grep -c "validate v6" s1/validate.count)" = 1
 '
 
 test_expect_success 'etcd stopped past the TTL: the lease is gone, and every leased key is back in one txn' '
@@ -140,7 +162,7 @@ test_expect_success 'etcd stopped past the TTL: the lease is gone, and every lea
 	lease=$(etcdctl_lease_of /alive/s1) &&
 	test "$(etcdctl_lease_of /running_version/s1)" = "$lease" &&
 	test "$(etcdctl_lease_of /available_services/common/s1)" = "$lease" &&
-	etcdctl_get /alive/s1 | grep -q "\"version\":\"v5\""
+	etcdctl_get /alive/s1 | grep -q "\"version\":\"v6\""
 '
 
 stop_all_nodes

@@ -244,6 +244,23 @@ int etcd_lease_grant_start(struct etcd_client *c, int64_t ttl, long timeout_ms,
  * txn is copied: the caller may free it at once. */
 int etcd_txn_commit_start(struct etcd_client *c, const struct etcd_txn *t, long timeout_ms,
 			  etcd_value_fn fn, void *userdata, struct etcd_call **ret);
+/*
+ * Whether an earlier send of a settled txn (etcd_txn_settle) was applied,
+ * without writing anything: a read of its witness.  The value is the revision
+ * the witness was written at when it holds exactly this txn's value and was
+ * written after `since`, else 0: not applied, so sending it again is needed.
+ * -EINVAL for a txn that is not settled.
+ *
+ * Why read before sending again: etcd answers "request timed out" while the
+ * write is still in its apply queue, and a resend joins that queue behind it
+ * (the resend settles, but it is one more proposal for an etcd that has fallen
+ * behind, and a lease keepalive fails while etcd's apply lags).  The read is
+ * linearizable: etcd answers it once it has applied everything committed
+ * before it, so it waits for the queue instead of adding to it, and costs etcd
+ * no proposal.  Give it the patience of a write.
+ */
+int etcd_txn_applied_start(struct etcd_client *c, const struct etcd_txn *t, long timeout_ms,
+			   etcd_value_fn fn, void *userdata, struct etcd_call **ret);
 void etcd_call_cancel(struct etcd_call *call);
 int etcd_lease_revoke(struct etcd_client *c, int64_t id);
 

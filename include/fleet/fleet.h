@@ -308,6 +308,16 @@ bool fleet_batch_empty(const struct fleet_batch *b);
 typedef void (*fleet_commit_fn)(int error, int64_t revision, void *userdata);
 int fleet_batch_commit_start(struct fleet_batch *b, long patience_ms, fleet_commit_fn fn,
 			     void *userdata, struct etcd_call **ret);
+/*
+ * Whether a batch sent before (fleet_batch_commit_start) was applied, asked
+ * without writing (etcd_txn_applied_start: a read that waits for etcd to
+ * apply what it has committed): fn gets 0 and the revision it was written at,
+ * 0 and revision 0 when it was not applied (send it again), or an error.
+ * 1 when the batch cannot be asked about (never sent, or it puts nothing):
+ * sending it again is then the only way, and harmless.
+ */
+int fleet_batch_applied_start(struct fleet_batch *b, long patience_ms, fleet_commit_fn fn,
+			      void *userdata, struct etcd_call **ret);
 
 /* The JSON value of available_services/SERVICE/HOST; -EINVAL for a bad name or
  * address.  A node compares it with what it published to write only changes. */

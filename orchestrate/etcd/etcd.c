@@ -413,6 +413,13 @@ static int map_error_body(struct etcd_client *c, const char *endpoint, long http
 {
 	const cJSON *code = cJSON_GetObjectItemCaseSensitive(body, "code");
 	const cJSON *msg = cJSON_GetObjectItemCaseSensitive(body, "message");
+	const cJSON *streamed = cJSON_GetObjectItemCaseSensitive(body, "error");
+	if (!cJSON_IsNumber(code) && cJSON_IsObject(streamed)) {
+		/* A streaming call's (a keepalive): {"error":{"grpc_code",
+		 * "message",...}} */
+		code = cJSON_GetObjectItemCaseSensitive(streamed, "grpc_code");
+		msg = cJSON_GetObjectItemCaseSensitive(streamed, "message");
+	}
 	if (!cJSON_IsNumber(code)) {
 		etcd_set_error(c, "etcd '%s': HTTP %ld with a reply that is not a gateway error",
 			       endpoint, http_code);
@@ -985,6 +992,7 @@ struct etcd_txn {
 	cJSON *compare, *success, *failure;
 	/* the first put of the success branch (etcd_txn_settle) */
 	char *witness_key, *witness_value;
+	int64_t since;			/* etcd_txn_settle()'s */
 	bool settled;
 };
 
@@ -1126,6 +1134,7 @@ int etcd_txn_settle(struct etcd_txn *t, int64_t since)
 	if (!o || add_bytes(o, "key", t->witness_key, strlen(t->witness_key)) < 0)
 		return -ENOMEM;
 	t->settled = true;
+	t->since = since;
 	return 0;
 }
 
@@ -1137,6 +1146,34 @@ const cJSON *etcd_txn_body(const struct etcd_txn *t)
 const char *etcd_txn_witness(const struct etcd_txn *t)
 {
 	return t->settled ? t->witness_value : NULL;
+}
+
+int etcd_txn_applied_body(const struct etcd_txn *t, char **ret_text, int64_t *ret_since)
+{
+	_cleanup_(cJSON_Deletep) cJSON *body = cJSON_CreateObject();
+	if (!t->settled)
+		return -EINVAL;
+	if (!body || add_bytes(body, "key", t->witness_key, strlen(t->witness_key)) < 0 ||
+	    !(*ret_text = cJSON_PrintUnformatted(body)))
+		return -ENOMEM;
+	*ret_since = t->since;
+	return 0;
+}
+
+int etcd_decode_applied(struct etcd_client *c, const cJSON *reply, const char *witness,
+			int64_t since, int64_t *ret_revision)
+{
+	_cleanup_(etcd_kv_list_releasep) struct etcd_kv_list list = ETCD_KV_LIST_INIT;
+	bool more;
+
+	if (etcd_decode_range(reply, &list, &more) < 0 || list.n > 1)
+		return protocol_error(c, "range");
+	*ret_revision = 0;
+	if (list.n == 1 && list.kvs[0].mod_revision > since &&
+	    list.kvs[0].value_len == strlen(witness) &&
+	    memcmp(list.kvs[0].value, witness, list.kvs[0].value_len) == 0)
+		*ret_revision = list.kvs[0].mod_revision;
+	return 0;
 }
 
 int64_t etcd_client_revision(const struct etcd_client *c)

@@ -42,6 +42,7 @@ struct etcd_call {
 	/* Reads a successful reply into the call's value. */
 	int (*decode)(struct etcd_call *call, const cJSON *reply, int64_t *ret);
 	char *witness;			/* a settled txn's (etcd_txn_witness) */
+	int64_t since;			/* ...and its etcd_txn_settle() revision */
 	etcd_value_fn fn;
 	void *userdata;
 };
@@ -221,6 +222,26 @@ static int call_decode_txn(struct etcd_call *call, const cJSON *reply, int64_t *
 	if (r < 0)
 		return r;
 	return succeeded ? 0 : -ECANCELED;
+}
+
+static int call_decode_applied(struct etcd_call *call, const cJSON *reply, int64_t *ret)
+{
+	return etcd_decode_applied(call->c, reply, call->witness, call->since, ret);
+}
+
+int etcd_txn_applied_start(struct etcd_client *c, const struct etcd_txn *t, long timeout_ms,
+			   etcd_value_fn fn, void *userdata, struct etcd_call **ret)
+{
+	char *body = NULL;
+	int64_t since;
+	int r = etcd_txn_applied_body(t, &body, &since);
+	if (r < 0)
+		return r;
+	if ((r = call_start(c, "/v3/kv/range", body, timeout_ms, call_decode_applied,
+			    etcd_txn_witness(t), fn, userdata, ret)) < 0)
+		return r;
+	(*ret)->since = since;
+	return 0;
 }
 
 int etcd_lease_keepalive_start(struct etcd_client *c, int64_t id, long timeout_ms,

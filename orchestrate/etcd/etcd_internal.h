@@ -97,6 +97,13 @@ int etcd_decode_grant(struct etcd_client *c, const cJSON *reply, int64_t *ret_id
  * witness holds that value counts as succeeded, at the witness's revision. */
 int etcd_decode_txn(struct etcd_client *c, const cJSON *reply, const char *witness,
 		    bool *ret_succeeded, int64_t *ret_revision);
+/* The read of a settled txn's witness (etcd_txn_applied_start), and the
+ * `since` it was settled with; -EINVAL when the txn is not settled.  Its
+ * reply: *ret_revision is the witness's revision when it holds `witness` (the
+ * txn's value) and was written after `since`, else 0. */
+int etcd_txn_applied_body(const struct etcd_txn *t, char **ret_text, int64_t *ret_since);
+int etcd_decode_applied(struct etcd_client *c, const cJSON *reply, const char *witness,
+			int64_t since, int64_t *ret_revision);
 /* The body of a txn and, when settled, its witness's value (NULL if not). */
 const cJSON *etcd_txn_body(const struct etcd_txn *t);
 const char *etcd_txn_witness(const struct etcd_txn *t);

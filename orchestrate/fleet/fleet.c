@@ -2186,6 +2186,15 @@ int fleet_batch_commit_start(struct fleet_batch *b, long patience_ms, fleet_comm
 	return r < 0 ? r : 0;
 }
 
+int fleet_batch_applied_start(struct fleet_batch *b, long patience_ms, fleet_commit_fn fn,
+			      void *userdata, struct etcd_call **ret)
+{
+	if (!b->sent)
+		return 1;
+	int r = etcd_txn_applied_start(b->f->etcd, b->t, patience_ms, fn, userdata, ret);
+	return r == -EINVAL ? 1 : r;
+}
+
 int fleet_service_value(const char *service, const char *host,
 			const struct catalog_entry *addresses, size_t n_addresses, bool healthy,
 			char **ret)

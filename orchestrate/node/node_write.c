@@ -12,11 +12,29 @@
  * answer is etcd's verdict rather than our impatience.
  *
  * A write that failed without a definite answer (a timeout, etcd's "request
- * timed out", a connection lost) may still have been applied.  It is sent
- * again as it is after a backoff (node_write_backoff): it was sent settled
- * (fleet_batch_commit_start), so if an earlier send went through, etcd says
- * so from its witness key and nothing is written twice.  A definite answer (written, a guard that failed,
- * a refusal, an unknown lease) ends the write and goes to its done function.
+ * timed out", a connection lost) may still have been applied, or may still be
+ * in etcd's apply queue: etcd's "request timed out" means it could not apply
+ * the write within its own timeout, not that it dropped it.  So after a
+ * backoff (node_write_backoff) the node first asks whether it was applied
+ * (fleet_batch_applied_start: a read of the write's witness key, which etcd
+ * answers once it has applied what it committed before, and which costs it no
+ * proposal), and sends the write again only when it was not.  A resend that
+ * joined the queue behind the first would double the work of an etcd that is
+ * behind already, and while etcd's apply lags every lease keepalive fails:
+ * the first step of the spiral.  The resend is settled too
+ * (fleet_batch_commit_start), so a first send applied after the read is not
+ * written twice either.  A definite answer (written, a guard that failed, a
+ * refusal, an unknown lease) ends the write and goes to its done function.
+ *
+ * A write is paced by how slow etcd was last (n->etcd_lag: its answer to the
+ * last keepalive or write, which waits for etcd's apply queue): past a
+ * quarter second, a new write waits a random time up to twice that before
+ * it goes out.  A trigger reaches every node at once; when etcd is behind,
+ * the writes that follow it (a run's end after its start, the starts after a
+ * busy minute) arrive spread over twice the time etcd needs for them instead
+ * of at once, so that its apply queue stays short enough for the lease
+ * keepalives, which wait on it, to be answered.  A quiet etcd answers in
+ * milliseconds, and nothing waits.  A stop sends a paced write at once.
  *
  * Writes go out one at a time, in the order they were made (a first
  * publication, then the run's end, say): a later one never overtakes an
@@ -39,9 +57,12 @@
 struct node_write {
 	struct node_write *next;	/* the queue, n->write first */
 	struct fleet_batch *batch;
-	struct etcd_call *call;		/* the send in flight */
-	sd_event_source *resend;	/* the backoff before the next send */
-	unsigned failures;		/* sends without a definite answer */
+	struct etcd_call *call;		/* the send, or the question, in flight */
+	sd_event_source *resend;	/* the backoff before the next question */
+	unsigned failures;		/* sends or questions without a definite answer */
+	unsigned sends;			/* sends so far */
+	uint64_t sent_at;		/* the last send's (CLOCK_MONOTONIC usec) */
+	bool pacing;			/* resend is the pace before the first send */
 	const char *what;		/* for the log, a literal */
 	node_write_fn done;
 	char **staged, **staged_values;	/* the services it publishes */
@@ -67,6 +88,7 @@ static bool node_write_definite(int error)
 }
 
 static void node_on_write_answer(int error, int64_t revision, void *userdata);
+static void node_write_end(struct node *n, int error);
 
 /* Each send waits twice as long as the one before it, up to 8 times the first
  * patience: an etcd that did not answer in time is further behind than
@@ -77,12 +99,79 @@ static long node_write_patience(const struct node_write *w)
 	return NODE_ETCD_PATIENCE_MS << shift;
 }
 
+static uint64_t node_now_usec(struct node *n)
+{
+	uint64_t usec = 0;
+	(void)sd_event_now(n->event, CLOCK_MONOTONIC, &usec);
+	return usec;
+}
+
 static int node_write_send(struct node *n)
 {
 	struct node_write *w = n->write;
 	int r = fleet_batch_commit_start(w->batch, node_write_patience(w), node_on_write_answer,
 					 n, &w->call);
+	if (r == 0) {
+		w->sends++;
+		w->sent_at = node_now_usec(n);
+	}
 	return r > 0 ? -EINVAL : r;	/* an empty batch is a caller's bug */
+}
+
+/* The pace before a new write: random, up to twice etcd's last lag (at most
+ * a minute); none while etcd answers within a quarter second. */
+static uint64_t node_write_pace(const struct node *n)
+{
+	uint64_t window = 2 * n->etcd_lag;
+
+	if (n->etcd_lag < USEC_PER_SEC / 4 || n->stopping || n->stop_requested)
+		return 0;
+	if (window > 60 * USEC_PER_SEC)
+		window = 60 * USEC_PER_SEC;
+	return random_between(0, window);
+}
+
+static int node_on_write_paced(sd_event_source *s, uint64_t usec, void *userdata)
+{
+	struct node *n = userdata;
+	int r;
+
+	node_timer_cancel(&n->write->resend);
+	n->write->pacing = false;
+	if ((r = node_write_send(n)) < 0)
+		node_write_end(n, r);
+	return 0;
+}
+
+/* The first write of the queue goes out, after its pace. */
+static int node_write_go(struct node *n)
+{
+	struct node_write *w = n->write;
+	uint64_t pace = node_write_pace(n);
+
+	if (pace > 0) {
+		log_info("%s waits %.1f s: etcd took %.1f s to answer last", w->what,
+			 (double)pace / (double)USEC_PER_SEC,
+			 (double)n->etcd_lag / (double)USEC_PER_SEC);
+		if (node_timer_arm(n, &w->resend, pace, node_on_write_paced) >= 0) {
+			w->pacing = true;
+			return 0;
+		}
+	}
+	return node_write_send(n);
+}
+
+static void node_on_write_applied(int error, int64_t revision, void *userdata);
+
+/* After a send without an answer: was it applied?  (Else it goes again.) */
+static int node_write_ask(struct node *n)
+{
+	struct node_write *w = n->write;
+	int r = fleet_batch_applied_start(w->batch, node_write_patience(w), node_on_write_applied,
+					  n, &w->call);
+	if (r > 0)
+		return node_write_send(n);	/* cannot be asked about: settled resend */
+	return r;
 }
 
 /* Ends the first write: the services it carried count as published when it
@@ -104,7 +193,7 @@ static void node_write_end(struct node *n, int error)
 	node_write_free(w);
 	done(n, error);
 	if (n->write && !n->write->call && !n->write->resend &&
-	    (r = node_write_send(n)) < 0) {
+	    (r = node_write_go(n)) < 0) {
 		node_write_end(n, r);
 		return;
 	}
@@ -123,30 +212,67 @@ static int node_on_write_resend(sd_event_source *s, uint64_t usec, void *userdat
 	int r;
 
 	node_timer_cancel(&n->write->resend);
-	if ((r = node_write_send(n)) < 0)
+	if ((r = node_write_ask(n)) < 0)
 		node_write_end(n, r);
 	return 0;
+}
+
+/* No definite answer (to a send, or to the question): ask after a backoff. */
+static void node_write_later(struct node *n, int error, bool was_question)
+{
+	struct node_write *w = n->write;
+	uint64_t delay = backoff_delay(&node_write_backoff, ++w->failures);
+
+	log_warnx("cannot %s %s%s: %s; asking etcd whether it was applied in %.1f s",
+		  was_question ? "ask whether" : "write", w->what,
+		  was_question ? " was applied" : "", node_etcd_error(n),
+		  (double)delay / (double)USEC_PER_SEC);
+	if (node_timer_arm(n, &w->resend, delay, node_on_write_resend) < 0)
+		node_write_end(n, error);
 }
 
 static void node_on_write_answer(int error, int64_t revision, void *userdata)
 {
 	struct node *n = userdata;
 	struct node_write *w = n->write;
-	uint64_t delay;
 
 	w->call = NULL;
+	n->etcd_lag = node_now_usec(n) - w->sent_at;
 	if (error == 0 && w->failures > 0)
 		log_info("%s written at revision %lld, after %u unanswered send%s", w->what,
-			 (long long)revision, w->failures, w->failures == 1 ? "" : "s");
+			 (long long)revision, w->sends - 1, w->sends == 2 ? "" : "s");
 	if (node_write_definite(error) || n->stopping) {
 		node_write_end(n, error);
 		return;
 	}
-	delay = backoff_delay(&node_write_backoff, ++w->failures);
-	log_warnx("cannot write %s: %s; sending it again (settled) in %.1f s", w->what,
-		  node_etcd_error(n), (double)delay / (double)USEC_PER_SEC);
-	if (node_timer_arm(n, &w->resend, delay, node_on_write_resend) < 0)
-		node_write_end(n, error);
+	node_write_later(n, error, false);
+}
+
+static void node_on_write_applied(int error, int64_t revision, void *userdata)
+{
+	struct node *n = userdata;
+	struct node_write *w = n->write;
+	int r;
+
+	w->call = NULL;
+	if (error == 0 && revision > 0) {
+		log_info("%s written at revision %lld (read back: %u send%s without an answer)",
+			 w->what, (long long)revision, w->sends, w->sends == 1 ? "" : "s");
+		node_write_end(n, 0);
+		return;
+	}
+	if (n->stopping) {
+		node_write_end(n, error < 0 ? error : -ECONNREFUSED);
+		return;
+	}
+	if (error < 0 && !node_write_definite(error)) {
+		node_write_later(n, error, true);
+		return;
+	}
+	/* Not applied (or the read was refused: a settled resend is safe). */
+	log_warnx("%s was not applied: sending it again (settled)", w->what);
+	if ((r = node_write_send(n)) < 0)
+		node_write_end(n, r);
 }
 
 int node_write_begin(struct node *n, struct fleet_batch *batch, const char *what,
@@ -172,7 +298,7 @@ int node_write_begin(struct node *n, struct fleet_batch *batch, const char *what
 	*tail = w;
 	if (n->write != w)
 		return 0;	/* goes out when the ones before it ended */
-	if ((r = node_write_send(n)) < 0) {
+	if ((r = node_write_go(n)) < 0) {
 		n->write = NULL;
 		node_write_free(w);
 		return r;
@@ -191,6 +317,16 @@ void node_write_abandon(struct node *n)
 
 void node_write_stop(struct node *n)
 {
-	if (n->write && !n->write->call)
+	struct node_write *w = n->write;
+	int r;
+
+	if (w && w->pacing) {
+		/* never sent: it goes now, and the stop waits for it */
+		node_timer_cancel(&w->resend);
+		w->pacing = false;
+		if ((r = node_write_send(n)) < 0)
+			node_write_end(n, r);
+	} else if (w && !w->call) {
 		node_write_abandon(n);	/* waiting to resend: not worth the stop's wait */
+	}
 }

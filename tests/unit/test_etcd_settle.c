@@ -76,6 +76,24 @@ static int commit_async(sd_event *e, struct etcd_txn *t, int64_t *ret_revision)
 	return res.error;
 }
 
+/* etcd_txn_applied_start(), driven the same way: the revision it reports
+ * (0: not applied), or an error. */
+static int applied_async(sd_event *e, struct etcd_txn *t, int64_t *ret_revision)
+{
+	struct async_result res = { 0 };
+	struct etcd_call *call = NULL;
+	int r = etcd_txn_applied_start(c, t, 10000, on_commit, &res, &call);
+	if (r < 0)
+		return r;
+	for (int i = 0; !res.done && i < 1000; i++)
+		if (sd_event_run(e, 100 * 1000) < 0)
+			return -EIO;
+	if (!res.done)
+		return -ETIMEDOUT;
+	*ret_revision = res.revision;
+	return res.error;
+}
+
 int main(void)
 {
 	const char *url = getenv("ORCHESTRATE_TEST_ETCD");
@@ -182,6 +200,47 @@ int main(void)
 		ok(etcd_txn_settle(t, 1) == 0, "settling a txn without a put is a no-op");
 		r = etcd_txn_commit(c, t, &held, NULL);
 		ok(r == 0 && held, "and it commits as before");
+	}
+
+	/* 7. Asked without writing (etcd_txn_applied_start): applied, at its
+	 * revision; not applied; the witness written by somebody else; a txn
+	 * that is not settled cannot be asked about.  Nothing is written. */
+	{
+		_cleanup_(etcd_txn_freep) struct etcd_txn *t = two_puts("s7/a", "s7/b", "seven");
+		_cleanup_(etcd_txn_freep) struct etcd_txn *u = two_puts("s7/c", "s7/d", "never");
+		_cleanup_(etcd_txn_freep) struct etcd_txn *w = two_puts("s7/e", "s7/f", "mine");
+		_cleanup_(etcd_txn_freep) struct etcd_txn *x = two_puts("s7/g", "s7/h", "x");
+
+		since = etcd_client_revision(c);
+		ok(etcd_txn_settle(t, since) == 0 && etcd_txn_settle(u, since) == 0 &&
+		   etcd_txn_settle(w, since) == 0, "settled");
+		r = commit_async(e, t, &applied_at);
+		ok(r == 0, "sent and applied (%d)", r);
+		rev = -1;
+		r = applied_async(e, t, &rev);
+		ok(r == 0, "asked (%d)", r);
+		is_int(rev, applied_at, "applied, at the revision of its send");
+		rev = -1;
+		r = applied_async(e, u, &rev);
+		ok(r == 0 && rev == 0, "a txn never sent is not applied (%d, %lld)", r,
+		   (long long)rev);
+		(void)etcd_put(c, "s7/e", "theirs", 6, 0);
+		rev = -1;
+		r = applied_async(e, w, &rev);
+		ok(r == 0 && rev == 0, "a witness somebody else wrote is not ours (%d, %lld)", r,
+		   (long long)rev);
+		(void)etcd_put(c, "s7/g", "x", 1, 0);	/* the same value, before `since` */
+		ok(etcd_txn_settle(x, etcd_client_revision(c)) == 0, "settled after that put");
+		rev = -1;
+		r = applied_async(e, x, &rev);
+		ok(r == 0 && rev == 0, "the same value written before the send is not this txn (%d)",
+		   r);
+		is_int(version_of("s7/a"), 1, "asking wrote nothing");
+		is_int(version_of("s7/c"), 0, "nor created anything");
+		_cleanup_(etcd_txn_freep) struct etcd_txn *plain = two_puts("s7/i", "s7/j", "p");
+		struct etcd_call *call = NULL;
+		is_int(etcd_txn_applied_start(c, plain, 1000, on_commit, NULL, &call), -EINVAL,
+		       "a txn that is not settled cannot be asked about");
 	}
 
 	etcd_client_free(c);
