@@ -72,6 +72,25 @@ int hook_request_encode(struct buf *b, const char *name, char *const *env);
 int hook_request_parse(const char *data, size_t len, char **ret_name, char ***ret_env,
 		       size_t *ret_consumed, char **ret_error);
 
+/*
+ * The runner's share of a request's variables (orchestrated(8) "HOOK
+ * RUNNER"): the runner sets the environment it owns.  From the client it takes
+ * ORCHESTRATE_HOST (a name of SPEC §2), ORCHESTRATE_VERSION and
+ * ORCHESTRATE_PREVIOUS_VERSION (a name, or empty: a node with no version yet),
+ * checked with the one name rule, so no value with a newline, a '/' or a
+ * leading '-' passes.  The paths, the etcd endpoints and the prefix
+ * (ORCHESTRATE_SERVICES_FILE, ORCHESTRATE_LOCAL_VERSION_FILE, ORCHESTRATE_ETCD,
+ * ORCHESTRATE_PREFIX) come from the runner's own config file: a client's are
+ * dropped, counted in *ret_ignored (a daemon of an older release sends them).
+ * Any other variable (ORCHESTRATE_PASSWORD included) refuses the request.
+ *
+ * Returns 0 with *ret_env (NULL-terminated, caller frees), or -EPERM with
+ * *ret_error naming the variable and what is wrong, never its value (it
+ * goes to the journal), or -ENOMEM.
+ */
+int hook_request_client_env(char *const *req_env, char ***ret_env, size_t *ret_ignored,
+			    char **ret_error);
+
 /* Appends a frame; -E2BIG when n > HOOK_FRAME_MAX. */
 int hook_frame_add(struct buf *b, char type, const void *payload, size_t n);
 /* Sends all n bytes on the socket fd (no SIGPIPE); -errno on failure. */
