@@ -7,8 +7,8 @@ test_have_orchestrated
 
 # The units as make install writes them, their programs the ones just built
 # (verify checks that ExecStart= is an executable).
-sed "s|@SBINDIR@|$REPO_ROOT/bin|g" "$REPO_ROOT/contrib/systemd/orchestrated.service.in" \
-	>orchestrated.service
+sed -e "s|@SBINDIR@|$REPO_ROOT/bin|g" -e "s|@LIBEXECDIR@|$REPO_ROOT/contrib|g" \
+	"$REPO_ROOT/contrib/systemd/orchestrated.service.in" >orchestrated.service
 sed "s|@LIBEXECDIR@|$REPO_ROOT/bin|g" "$REPO_ROOT/contrib/systemd/orchestrate-hook@.service.in" \
 	>orchestrate-hook@.service
 cp "$REPO_ROOT/contrib/systemd/orchestrate-hook.socket" .
