@@ -384,13 +384,22 @@ test_expect_success '--listen runs at most 8 hooks at once, refuses the 9th' '
 	        pass  # the 9th: refused before its request was read
 	    firsts.append(s.recv(5 + 64)[0:1].decode())
 	    socks.append(s)
-	print("".join(firsts))
+	print("".join(firsts), flush=True)
+	# Hold the 8 runs until each hook wrote its pid: closing sooner stops
+	# them (the daemon went away), maybe before they wrote it.
+	for _ in range(100):
+	    try:
+	        if len(open(sys.argv[2]).read().split()) >= 8:
+	            break
+	    except OSError:
+	        pass
+	    time.sleep(0.1)
 	EOF
-	"$PY" many.py p3/hook.sock >out.many &&
+	"$PY" many.py p3/hook.sock p3/sleep.pids >out.many &&
 	cat out.many &&
 	test "$(cat out.many)" = SSSSSSSSE &&
 	grep -q "8 hook runs at once already, refusing a connection" p3/runner.log &&
-	wait_for "test \$(count_lines p3/sleep.pids) = 8" 5 &&
+	test_line_count = 8 p3/sleep.pids &&
 	for pid in $(cat p3/sleep.pids); do
 		wait_for "! alive $pid" 15 || exit 1
 	done

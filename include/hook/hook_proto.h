@@ -12,7 +12,9 @@
  * hook's environment as NUL-terminated "K=V" strings ended by an empty one.
  * Only ORCHESTRATE_* variables pass: PATH, LD_PRELOAD or any other name
  * refuses the whole request, since whoever can connect must get no more than
- * a run of a configured hook with values the hooks treat as data.
+ * a run of a configured hook with values the hooks treat as data.  Of those,
+ * the runner keeps the host and the versions, checked as names, and sets the
+ * rest itself (hook_request_client_env()).
  *
  * Then both sides speak in frames: one type byte, a 32-bit big-endian payload
  * length (at most HOOK_FRAME_MAX), the payload.  The runner sends
