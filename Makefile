@@ -23,6 +23,7 @@ datadir ?= $(prefix)/share
 sysconfdir ?= /etc
 localstatedir ?= /var
 unitdir ?= $(prefix)/lib/systemd/system
+sysusersdir ?= $(prefix)/lib/sysusers.d
 # Debian's Puppet looks in /usr/share/puppet/modules: with PREFIX=/usr the
 # module needs no link.
 puppetmoduledir ?= $(datadir)/puppet/modules/orchestrate
@@ -256,11 +257,13 @@ install: all
 	install -d $(DESTDIR)$(bindir) $(DESTDIR)$(sbindir) $(DESTDIR)$(libexecdir)/hooks \
 		$(DESTDIR)$(libexecdir)/validation.d \
 		$(DESTDIR)$(mandir)/man1 $(DESTDIR)$(mandir)/man5 $(DESTDIR)$(mandir)/man8 \
-		$(DESTDIR)$(unitdir) $(DESTDIR)$(sysconfdir)/orchestrate \
+		$(DESTDIR)$(unitdir) $(DESTDIR)$(sysusersdir) $(DESTDIR)$(sysconfdir)/orchestrate \
 		$(DESTDIR)$(localstatedir)/lib/orchestrate
 	install -m 0755 bin/orchestrate $(DESTDIR)$(bindir)/orchestrate
 	install -m 0755 bin/orchestrated $(DESTDIR)$(sbindir)/orchestrated
 	install -m 0755 bin/orchestrate-hook-runner $(DESTDIR)$(libexecdir)/orchestrate-hook-runner
+	install -m 0755 contrib/orchestrate-migrate-paths $(DESTDIR)$(libexecdir)/orchestrate-migrate-paths
+	install -m 0644 contrib/sysusers.d/orchestrate.conf $(DESTDIR)$(sysusersdir)/orchestrate.conf
 	install -m 0755 hooks/config hooks/services hooks/upgrade.example \
 		$(DESTDIR)$(libexecdir)/hooks/
 	sed 's|@libexecdir@|$(libexecdir)|g' hooks/validate >$(DESTDIR)$(libexecdir)/hooks/validate
@@ -270,7 +273,8 @@ install: all
 			>$(DESTDIR)$(mandir)/$${m##*:}/$$(basename $${m%%:*}) && \
 		chmod 0644 $(DESTDIR)$(mandir)/$${m##*:}/$$(basename $${m%%:*}) || exit 1; \
 	done
-	sed 's|@SBINDIR@|$(sbindir)|g' contrib/systemd/orchestrated.service.in \
+	sed -e 's|@SBINDIR@|$(sbindir)|g' -e 's|@LIBEXECDIR@|$(libexecdir)|g' \
+		contrib/systemd/orchestrated.service.in \
 		> $(DESTDIR)$(unitdir)/orchestrated.service
 	chmod 0644 $(DESTDIR)$(unitdir)/orchestrated.service
 	sed 's|@LIBEXECDIR@|$(libexecdir)|g' contrib/systemd/orchestrate-hook@.service.in \

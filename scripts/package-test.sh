@@ -5,6 +5,13 @@
 # fresh Debian machine after scripts/install-deps.sh); it needs root for dpkg
 # and runs itself through sudo when there is one.
 #
+# The install is an upgrade: the package of PREVIOUS (a git revision, default
+# main) is built and installed first, with a local version in
+# /etc/current_version and a hiera file in /etc/puppet/hiera/data, where it
+# kept them; the new package must move both into /var/lib/orchestrate, the
+# directory of the daemon's own user, without losing either, and leave links
+# at the old paths.  PREVIOUS= (empty) tests a fresh install instead.
+#
 # The build happens in a copy of the tree in a temporary directory, so that
 # neither the tree nor its parent directory (where dpkg-buildpackage puts the
 # .deb files) gets anything new.  KEEP=1 keeps that directory.
@@ -12,7 +19,7 @@ set -eu
 
 if [ "$(id -u)" != 0 ]; then
 	if command -v sudo >/dev/null 2>&1; then
-		exec sudo KEEP="${KEEP:-}" "$0" "$@"
+		exec sudo KEEP="${KEEP:-}" PREVIOUS="${PREVIOUS-main}" "$0" "$@"
 	fi
 	echo "package-test: dpkg -i needs root" >&2
 	exit 1
@@ -25,6 +32,15 @@ packages="orchestrate puppet-module-orchestrate"
 installed () {
 	dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null | grep -qv '^not-installed$'
 }
+
+previous=${PREVIOUS-main}
+# The files of a node this test makes, and removes: none may be there before.
+for f in /etc/current_version /etc/puppet/hiera/data/services.yaml; do
+	if [ -e "$f" ] || [ -L "$f" ]; then
+		echo "package-test: $f exists on this machine: this test makes its own (move it away first)" >&2
+		exit 1
+	fi
+done
 
 for p in $packages; do
 	if installed "$p"; then
@@ -41,6 +57,8 @@ cleanup () {
 	if [ -n "$purge_on_exit" ]; then
 		# shellcheck disable=SC2086 # a list of package names
 		dpkg -P $packages >/dev/null 2>&1 || :
+		rm -f /etc/current_version /etc/puppet/hiera/data/services.yaml
+		rmdir /etc/puppet/hiera/data /etc/puppet/hiera 2>/dev/null || :
 	fi
 	if [ -z "${KEEP:-}" ]; then
 		rm -rf "$work"
@@ -98,11 +116,83 @@ else
 	fail "lintian is not installed (scripts/install-deps.sh installs it)"
 fi
 
+# --- the previous package, then the upgrade -------------------------------------
+
+if [ -n "$previous" ]; then
+	step "the package of $previous (git archive, dpkg-buildpackage, nocheck)"
+	mkdir -p "$work/prev/src"
+	git -C "$top" archive --format=tar "$previous" | tar -xf - -C "$work/prev/src" ||
+		fail "git archive $previous"
+	if ! (cd "$work/prev/src" && DEB_BUILD_OPTIONS=nocheck dpkg-buildpackage -us -uc -b) \
+		>"$work/prev-build.log" 2>&1; then
+		tail -n 40 "$work/prev-build.log"
+		fail "dpkg-buildpackage of $previous"
+	fi
+	step "dpkg -i the package of $previous, with a node's files where it kept them"
+	purge_on_exit=1
+	dpkg -i "$work"/prev/orchestrate_*.deb "$work"/prev/puppet-module-orchestrate_*.deb
+	echo v41 >/etc/current_version
+	mkdir -p /etc/puppet/hiera/data
+	printf -- '---\nservices::db::eth0:\n- 10.0.0.5\n' >/etc/puppet/hiera/data/services.yaml
+	cp /etc/puppet/hiera/data/services.yaml "$work/hiera.before"
+	echo state >/var/lib/orchestrate/left-by-the-old-daemon
+	[ "$(/usr/bin/orchestrate local_version)" = v41 ] ||
+		fail "the package of $previous does not read /etc/current_version"
+fi
+
 # --- install ----------------------------------------------------------------
 
 step "dpkg -i"
 purge_on_exit=1
 dpkg -i "$deb" "$module_deb"
+
+step "the daemon's own user and directory"
+id orchestrate || fail "the package made no user orchestrate"
+[ "$(id -gn orchestrate)" = orchestrate ] || fail "the user orchestrate has no group orchestrate"
+[ -f /usr/lib/sysusers.d/orchestrate.conf ] || fail "/usr/lib/sysusers.d/orchestrate.conf is missing"
+for d in /var/lib/orchestrate /var/lib/orchestrate/hiera; do
+	[ "$(stat -c '%U:%G %a' "$d")" = "orchestrate:orchestrate 755" ] ||
+		fail "$d is $(stat -c '%U:%G %a' "$d"), wanted orchestrate:orchestrate 755"
+done
+if [ -n "$previous" ]; then
+	step "upgraded from $previous: the local version and the hiera file moved, links left"
+	[ "$(cat /var/lib/orchestrate/current_version)" = v41 ] ||
+		fail "the local version did not move to /var/lib/orchestrate/current_version"
+	[ "$(stat -c %U /var/lib/orchestrate/current_version)" = orchestrate ] ||
+		fail "/var/lib/orchestrate/current_version is not the daemon user's"
+	[ "$(readlink /etc/current_version)" = /var/lib/orchestrate/current_version ] ||
+		fail "/etc/current_version is not a link to the new place"
+	[ "$(cat /etc/current_version)" = v41 ] || fail "/etc/current_version does not read v41"
+	[ "$(/usr/bin/orchestrate local_version)" = v41 ] ||
+		fail "orchestrate local_version does not read the moved file"
+	cmp "$work/hiera.before" /var/lib/orchestrate/hiera/services.yaml ||
+		fail "the hiera file did not move whole to /var/lib/orchestrate/hiera/services.yaml"
+	[ "$(readlink /etc/puppet/hiera/data/services.yaml)" = /var/lib/orchestrate/hiera/services.yaml ] ||
+		fail "/etc/puppet/hiera/data/services.yaml is not a link to the new place"
+	[ -f /var/lib/orchestrate/left-by-the-old-daemon ] || fail "the daemon's state was lost"
+	# The old daemon, still running as root after the upgrade, writes the
+	# old path again; the next start of the new one (ExecStartPre=+) takes
+	# it over.
+	rm -f /etc/current_version && echo v42 >/etc/current_version
+	touch -d '+1 second' /etc/current_version
+	/usr/lib/orchestrate/orchestrate-migrate-paths
+	[ "$(cat /var/lib/orchestrate/current_version)" = v42 ] && [ -L /etc/current_version ] ||
+		fail "orchestrate-migrate-paths did not take over a newer /etc/current_version"
+	# Nothing to do: nothing changes.
+	out=$(/usr/lib/orchestrate/orchestrate-migrate-paths 2>&1)
+	[ -z "$out" ] || fail "orchestrate-migrate-paths with nothing to move said: $out"
+	# A link the daemon's user planted in its own directory cannot make the
+	# migration write through it as root.
+	rm -f /etc/current_version && echo v43 >/etc/current_version
+	touch -d '+2 seconds' /etc/current_version
+	rm -f /var/lib/orchestrate/current_version
+	ln -s /etc/planted-by-the-daemon /var/lib/orchestrate/current_version
+	chown -h orchestrate:orchestrate /var/lib/orchestrate/current_version
+	/usr/lib/orchestrate/orchestrate-migrate-paths
+	[ ! -e /etc/planted-by-the-daemon ] || fail "the migration wrote through a link as root"
+	[ "$(cat /var/lib/orchestrate/current_version)" = v43 ] && [ ! -L /var/lib/orchestrate/current_version ] ||
+		fail "the migration did not replace the planted link with the file"
+fi
 
 step "installed paths"
 [ -x /usr/bin/orchestrate ] || fail "/usr/bin/orchestrate is missing"
@@ -139,6 +229,57 @@ done
 grep -q '^ExecStart=/usr/sbin/orchestrated --hook-runner /run/orchestrate/hook.sock$' "$unit" ||
 	fail "$unit does not run /usr/sbin/orchestrated with the hook runner"
 grep -q "^ExecStart=$runner\$" "$runner_unit" || fail "$runner_unit does not run $runner"
+grep -q '^ExecStartPre=+/usr/lib/orchestrate/orchestrate-migrate-paths$' "$unit" ||
+	fail "$unit does not migrate the old paths before it starts"
+step "the units: the daemon as orchestrate, the socket its group's"
+grep -qx 'User=orchestrate' "$unit" && grep -qx 'Group=orchestrate' "$unit" ||
+	fail "$unit does not run the daemon as orchestrate"
+grep -qx 'SocketGroup=orchestrate' "$socket" && grep -qx 'SocketMode=0660' "$socket" ||
+	fail "$socket is not the group orchestrate's, mode 0660"
+grep -q '^RuntimeMaxSec=' "$runner_unit" || fail "$runner_unit has no RuntimeMaxSec="
+as_daemon () {
+	setpriv --reuid=orchestrate --regid=orchestrate --init-groups "$@"
+}
+out=$(as_daemon /usr/sbin/orchestrated --check-config) ||
+	fail "orchestrated --check-config as orchestrate: $out"
+[ "$out" = "configuration OK" ] || fail "orchestrated --check-config as orchestrate printed '$out'"
+! as_daemon sh -c 'echo x >>/etc/orchestrate/orchestrate.yaml' 2>/dev/null ||
+	fail "the daemon's user can write /etc/orchestrate/orchestrate.yaml"
+as_daemon sh -c 'echo v9 >/var/lib/orchestrate/hiera/probe && rm /var/lib/orchestrate/hiera/probe' ||
+	fail "the daemon's user cannot write /var/lib/orchestrate/hiera"
+step "the installed runner serves orchestrate and runs the installed validate hook as root"
+rsock="$work/hook.sock"
+"$runner" --listen "$rsock" >"$work/runner.log" 2>&1 &
+rpid=$!
+i=0
+while [ ! -S "$rsock" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+[ "$(stat -c '%G %a' "$rsock")" = "orchestrate 660" ] || fail "--listen made $(stat -c '%G %a' "$rsock")"
+chmod 0755 "$work"
+out=$(as_daemon /usr/bin/python3 -c '
+import socket, struct, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect(sys.argv[1])
+s.sendall(b"orchestrate-hook 1\0validate\0ORCHESTRATE_HOST=pkg\0ORCHESTRATE_VERSION=v1\0\0")
+data = b""
+while True:
+    c = s.recv(65536)
+    if not c:
+        break
+    data += c
+types = []
+while data:
+    n = struct.unpack(">I", data[1:5])[0]
+    types.append(data[0:1].decode() + ("" if data[0:1] == b"O" else " " + data[5:5 + n].decode()))
+    data = data[5 + n:]
+print("|".join(types))
+' "$rsock" 2>&1) || fail "a request as orchestrate: $out"
+kill "$rpid" 2>/dev/null || :
+wait "$rpid" 2>/dev/null || :
+echo "$out"
+case $out in
+"S "*"|X exited 0") ;;
+*) cat "$work/runner.log"; fail "the installed runner did not run the validate hook for orchestrate: $out" ;;
+esac
 # Started by hand, without its socket, the runner refuses (usage, 64).
 code=0
 "$runner" 2>/dev/null || code=$?
@@ -147,6 +288,7 @@ if command -v systemd-analyze >/dev/null 2>&1; then
 	systemd-analyze verify "$unit" "$socket" "$runner_unit" ||
 		fail "systemd-analyze verify $unit $socket $runner_unit"
 	systemd-analyze security --offline=true "$unit" | tail -n 1
+	systemd-analyze security --offline=true "$runner_unit" | tail -n 1
 fi
 # Installed, but neither enabled nor started: the node has no etcd yet.
 [ ! -e /etc/systemd/system/multi-user.target.wants/orchestrated.service ] ||
@@ -156,8 +298,6 @@ fi
 
 dpkg-query -W -f='${Conffiles}\n' orchestrate | grep -q ' /etc/orchestrate/orchestrate.yaml ' ||
 	fail "/etc/orchestrate/orchestrate.yaml is not a conffile"
-[ "$(stat -c '%U:%G %a' /var/lib/orchestrate)" = "root:root 755" ] ||
-	fail "/var/lib/orchestrate is $(stat -c '%U:%G %a' /var/lib/orchestrate), wanted root:root 755"
 [ "$(stat -c '%U:%G %a' /etc/orchestrate/orchestrate.yaml)" = "root:root 644" ] ||
 	fail "/etc/orchestrate/orchestrate.yaml is $(stat -c '%U:%G %a' /etc/orchestrate/orchestrate.yaml)"
 
@@ -211,6 +351,17 @@ purge_on_exit=
 for p in $packages; do
 	! installed "$p" || fail "$p is still known to dpkg after dpkg -P"
 done
+if [ -n "$previous" ]; then
+	# The local version outlives the package, in /etc as before; the link
+	# to the hiera file goes.
+	[ -f /etc/current_version ] && [ ! -L /etc/current_version ] &&
+		[ "$(cat /etc/current_version)" = v43 ] ||
+		fail "dpkg -P did not leave the local version in /etc/current_version"
+	[ ! -e /etc/puppet/hiera/data/services.yaml ] && [ ! -L /etc/puppet/hiera/data/services.yaml ] ||
+		fail "dpkg -P left the link /etc/puppet/hiera/data/services.yaml"
+	rm -f /etc/current_version
+	rmdir /etc/puppet/hiera/data /etc/puppet/hiera 2>/dev/null || :
+fi
 for f in /etc/orchestrate /var/lib/orchestrate /usr/lib/orchestrate "$unit" "$socket" \
 	"$runner_unit" "$module"; do
 	[ ! -e "$f" ] || fail "$f is still there after dpkg -P"

@@ -80,7 +80,7 @@ pause --host BAD
 resume --group BAD
 resume --host BAD'
 
-for bad in '../x' 'a b' 'a/b' '..' "$long" ''; do
+for bad in '../x' 'a b' 'a/b' '..' "$long" '' '.hidden' '_v1'; do
 	show=$(printf '%s' "$bad" | head -c 12)
 	while IFS= read -r cmdline; do
 		pre=${cmdline%%BAD*} post=${cmdline#*BAD}
@@ -108,6 +108,21 @@ test_expect_success 'invalid names are refused before any request (etcd down: 64
 	done <<-EOF
 	$names_cmds
 	EOF
+'
+
+# A name that starts like an option would be one to a hook or script that
+# passes it as an argument ($ORCHESTRATE_VERSION, a host in a loop).
+test_expect_success 'a name starting with "-" is refused (64), the rule named' '
+	dead=$(dead_url) &&
+	test_expect_code 64 orch --etcd "$dead" trigger_update -- -v1 2>err &&
+	test_one_line err &&
+	grep -Fx "orchestrate: invalid version '"'"'-v1'"'"': does not start with a letter or a digit" err &&
+	test_expect_code 64 orch --etcd "$dead" --hostname=-rf update_own_status puppet 0 2>err &&
+	grep -F "invalid hostname '"'"'-rf'"'"': does not start with a letter or a digit" err &&
+	test_expect_code 64 orch --etcd "$dead" pause --group=--all 2>err &&
+	grep -F "invalid group '"'"'--all'"'"'" err &&
+	test_expect_code 64 orch --etcd "$dead" wait_for_service --timeout 1 -- -svc 2>err &&
+	grep -F "'"'"'-svc'"'"': does not start with a letter or a digit" err
 '
 
 test_expect_success 'an invalid stdin host for verify_hosts is refused (64)' '

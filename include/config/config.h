@@ -18,6 +18,11 @@
 #include <stddef.h>
 
 #define CONFIG_DEFAULT_PATH "/etc/orchestrate/orchestrate.yaml"
+/* The daemon's own files (orchestrated(8) "FILES"): in its state directory,
+ * which its user owns, so that it needs no write access anywhere else. */
+#define CONFIG_DEFAULT_LOCAL_VERSION "/var/lib/orchestrate/current_version"
+#define CONFIG_DEFAULT_HIERA_SERVICES "/var/lib/orchestrate/hiera/services.yaml"
+#define CONFIG_DEFAULT_DAEMON_USER "orchestrate"
 
 struct config_depend {
 	char *service;
@@ -56,8 +61,8 @@ struct config {
 	size_t n_depends;
 
 	/* paths: */
-	char *local_version;		/* default /etc/current_version */
-	char *hiera_services;		/* default /etc/puppet/hiera/data/services.yaml */
+	char *local_version;		/* default /var/lib/orchestrate/current_version */
+	char *hiera_services;		/* default /var/lib/orchestrate/hiera/services.yaml */
 	char *state_dir;		/* default /var/lib/orchestrate */
 	char *metrics_file;		/* default NULL: no metrics */
 
@@ -69,6 +74,9 @@ struct config {
 	long hook_timeout;		/* seconds, default 3600 */
 	char *hook_runner;		/* the hook runner's socket; default NULL:
 					 * the daemon starts the hooks itself */
+	char *hook_daemon_user;		/* the user the daemon runs as, the one the
+					 * hook runner serves (and root); default
+					 * "orchestrate" */
 
 	/* timing: (seconds) */
 	long lease_ttl;			/* 30 */

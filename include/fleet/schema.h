@@ -26,7 +26,8 @@
 #define SCHEMA_NAME_MAX 253
 #define SCHEMA_DETAIL_MAX 4096
 
-/* 1–253 bytes of [A-Za-z0-9._:@+-], not "." or "..". */
+/* 1–253 bytes of [A-Za-z0-9._:@+-] starting with a letter or a digit (so never
+ * "-x", ".", ".." or ".hidden"). */
 bool schema_name_valid(const char *name);
 /* A one-line reason why name is invalid ("empty", "longer than 253 bytes",
  * "contains '/'", "is '..'") or NULL when it is valid.  Static storage. */

@@ -12,7 +12,9 @@
  * hook's environment as NUL-terminated "K=V" strings ended by an empty one.
  * Only ORCHESTRATE_* variables pass: PATH, LD_PRELOAD or any other name
  * refuses the whole request, since whoever can connect must get no more than
- * a run of a configured hook with values the hooks treat as data.
+ * a run of a configured hook with values the hooks treat as data.  Of those,
+ * the runner keeps the host and the versions, checked as names, and sets the
+ * rest itself (hook_request_client_env()).
  *
  * Then both sides speak in frames: one type byte, a 32-bit big-endian payload
  * length (at most HOOK_FRAME_MAX), the payload.  The runner sends
@@ -71,6 +73,25 @@ int hook_request_encode(struct buf *b, const char *name, char *const *env);
  */
 int hook_request_parse(const char *data, size_t len, char **ret_name, char ***ret_env,
 		       size_t *ret_consumed, char **ret_error);
+
+/*
+ * The runner's share of a request's variables (orchestrated(8) "HOOK
+ * RUNNER"): the runner sets the environment it owns.  From the client it takes
+ * ORCHESTRATE_HOST (a name of SPEC §2), ORCHESTRATE_VERSION and
+ * ORCHESTRATE_PREVIOUS_VERSION (a name, or empty: a node with no version yet),
+ * checked with the one name rule, so no value with a newline, a '/' or a
+ * leading '-' passes.  The paths, the etcd endpoints and the prefix
+ * (ORCHESTRATE_SERVICES_FILE, ORCHESTRATE_LOCAL_VERSION_FILE, ORCHESTRATE_ETCD,
+ * ORCHESTRATE_PREFIX) come from the runner's own config file: a client's are
+ * dropped, counted in *ret_ignored (a daemon of an older release sends them).
+ * Any other variable (ORCHESTRATE_PASSWORD included) refuses the request.
+ *
+ * Returns 0 with *ret_env (NULL-terminated, caller frees), or -EPERM with
+ * *ret_error naming the variable and what is wrong, never its value (it
+ * goes to the journal), or -ENOMEM.
+ */
+int hook_request_client_env(char *const *req_env, char ***ret_env, size_t *ret_ignored,
+			    char **ret_error);
 
 /* Appends a frame; -E2BIG when n > HOOK_FRAME_MAX. */
 int hook_frame_add(struct buf *b, char type, const void *payload, size_t n);

@@ -119,7 +119,7 @@ static const char global_help[] =
 	"  --timeout SECONDS       per etcd request (default 5)\n"
 	"  --hostname H            this host's name (default: the system's)\n"
 	"  --local-version-file FILE  ($ORCHESTRATE_LOCAL_VERSION_FILE;\n"
-	"                          default /etc/current_version)\n"
+	"                          default /var/lib/orchestrate/current_version)\n"
 	"  --json                  machine-readable output for read commands\n"
 	"  -v, --verbose           say more (on stderr)\n"
 	"  -h, --help              this help; 'orchestrate COMMAND -h' for a command\n"

@@ -113,6 +113,7 @@ static const struct key_def keys[] = {
 	{ "hooks", "services", KIND_STRING, F(hook_services), 0, 0 },
 	{ "hooks", "timeout", KIND_LONG, F(hook_timeout), 1, SECONDS_MAX },
 	{ "hooks", "runner", KIND_STRING, F(hook_runner), 0, 0 },
+	{ "hooks", "daemon_user", KIND_NAME, F(hook_daemon_user), 0, 0 },
 
 	{ "timing", "lease_ttl", KIND_LONG, F(lease_ttl), 5, SECONDS_MAX },
 	{ "timing", "once_ttl", KIND_LONG, F(once_ttl), 5, SECONDS_MAX },
@@ -180,6 +181,7 @@ struct config *config_free(struct config *c)
 	free(c->hook_validate);
 	free(c->hook_services);
 	free(c->hook_runner);
+	free(c->hook_daemon_user);
 	free(c);
 	return NULL;
 }
@@ -198,15 +200,16 @@ int config_new_default(struct config **ret)
 	c->prefix = strdup("");
 	c->profile_list = strdup("/var/lib/puppet/profile_list.txt");
 	c->profile_dir = strdup("/var/lib/puppet/orchestrate_profiles.d");
-	c->local_version = strdup("/etc/current_version");
-	c->hiera_services = strdup("/etc/puppet/hiera/data/services.yaml");
+	c->local_version = strdup(CONFIG_DEFAULT_LOCAL_VERSION);
+	c->hiera_services = strdup(CONFIG_DEFAULT_HIERA_SERVICES);
+	c->hook_daemon_user = strdup(CONFIG_DEFAULT_DAEMON_USER);
 	c->state_dir = strdup("/var/lib/orchestrate");
 	c->hook_config = strdup(LIBEXECDIR "/hooks/config");
 	c->hook_validate = strdup(LIBEXECDIR "/hooks/validate");
 	c->hook_services = strdup(LIBEXECDIR "/hooks/services");
 	if (!c->endpoints[0] || !c->services || !c->prefix || !c->profile_list ||
 	    !c->profile_dir || !c->local_version || !c->hiera_services || !c->state_dir ||
-	    !c->hook_config || !c->hook_validate || !c->hook_services)
+	    !c->hook_config || !c->hook_validate || !c->hook_services || !c->hook_daemon_user)
 		return -ENOMEM;
 
 	c->timeout = 5;

@@ -30,6 +30,11 @@
 #define LOCAL_VERSION_MODE 0644
 #define LOCAL_VERSION_FILE_MAX 4096
 
+const char *local_name_problem(const char *name)
+{
+	return schema_name_problem(name);
+}
+
 /* --- the local version file --------------------------------------------------- */
 
 static bool is_ascii_space(char c)

@@ -28,7 +28,7 @@
 #include "base/strv.h"
 
 #define DEFAULT_ENDPOINT "http://127.0.0.1:2379"
-#define DEFAULT_LOCAL_VERSION_FILE "/etc/current_version"
+#define DEFAULT_LOCAL_VERSION_FILE CONFIG_DEFAULT_LOCAL_VERSION
 /* A password is one line; a bigger file is not a password file. */
 #define PASSWORD_FILE_MAX 65536
 

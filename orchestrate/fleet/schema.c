@@ -68,6 +68,13 @@ static const char *name_problem_n(const char *name, size_t len)
 			return "contains a non-ASCII byte";
 		return "contains a character outside [A-Za-z0-9._:@+-]";
 	}
+	/* A hook or a script that passes a name as an argument must never see an
+	 * option in it ("-rf", "--force"), nor a hidden file ("..x"): a name
+	 * starts with a letter or a digit.  Checked after the characters, so that
+	 * "../x" is refused for its '/'. */
+	if (!((name[0] >= 'A' && name[0] <= 'Z') || (name[0] >= 'a' && name[0] <= 'z') ||
+	      (name[0] >= '0' && name[0] <= '9')))
+		return "does not start with a letter or a digit";
 	return NULL;
 }
 

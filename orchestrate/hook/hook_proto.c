@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "base/cleanup.h"
+#include "config/local.h"
 #include "hook/hook_proto.h"
 #include "base/strv.h"
 
@@ -156,6 +157,72 @@ int hook_request_parse(const char *data, size_t len, char **ret_name, char ***re
 	*ret_env = TAKE_PTR(env);
 	*ret_consumed = pos;
 	return 1;
+}
+
+/* The variables a client may set (a name each; "may be empty" for the
+ * versions), and those the runner sets itself from its own config. */
+static const struct {
+	const char *name;
+	bool empty_ok;
+} client_vars[] = {
+	{ "ORCHESTRATE_HOST", false },
+	{ "ORCHESTRATE_VERSION", true },
+	{ "ORCHESTRATE_PREVIOUS_VERSION", true },
+};
+static const char *const runner_vars[] = {
+	"ORCHESTRATE_SERVICES_FILE", "ORCHESTRATE_LOCAL_VERSION_FILE", "ORCHESTRATE_ETCD",
+	"ORCHESTRATE_PREFIX",
+};
+
+static bool env_is(const char *kv, size_t klen, const char *name)
+{
+	return strlen(name) == klen && strncmp(kv, name, klen) == 0;
+}
+
+int hook_request_client_env(char *const *req_env, char ***ret_env, size_t *ret_ignored,
+			    char **ret_error)
+{
+	_cleanup_(strv_freep) char **env = NULL;
+	size_t count = 0, ignored = 0;
+	int r;
+
+	*ret_error = NULL;
+	for (size_t i = 0; req_env && req_env[i]; i++) {
+		const char *kv = req_env[i];
+		size_t klen = env_name_len(kv);
+		bool known = false;
+
+		for (size_t j = 0; klen && j < ELEMENTSOF(runner_vars); j++)
+			if (env_is(kv, klen, runner_vars[j])) {
+				ignored++;
+				known = true;
+			}
+		for (size_t j = 0; klen && !known && j < ELEMENTSOF(client_vars); j++) {
+			const char *value = kv + klen + 1, *why;
+			if (!env_is(kv, klen, client_vars[j].name))
+				continue;
+			known = true;
+			why = *value || !client_vars[j].empty_ok ? local_name_problem(value) : NULL;
+			if (why) {
+				_cleanup_(buf_releasep) struct buf m = BUF_INIT;
+				if (buf_printf(&m, "environment variable '%s' refused: its value is not a name (%s)",
+					       client_vars[j].name, why) < 0)
+					return -ENOMEM;
+				*ret_error = buf_detach(&m);
+				return -EPERM;
+			}
+			if ((r = strv_push(&env, &count, kv)) < 0)
+				return r;
+		}
+		if (!known)
+			return request_error(ret_error, -EPERM, "environment variable ", kv,
+					     " refused: the hook runner sets it, or no hook gets it");
+	}
+	if (!env && !(env = calloc(1, sizeof(*env))))
+		return -ENOMEM;
+	*ret_env = TAKE_PTR(env);
+	*ret_ignored = ignored;
+	return 0;
 }
 
 int hook_frame_add(struct buf *b, char type, const void *payload, size_t n)

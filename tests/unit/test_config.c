@@ -59,8 +59,8 @@ static void check_defaults(const struct config *c, const char *what)
 	is_str(c->profile_list, "/var/lib/puppet/profile_list.txt", "%s: profile_list", what);
 	is_str(c->profile_dir, "/var/lib/puppet/orchestrate_profiles.d", "%s: profile_dir", what);
 	ok(c->n_addresses == 0 && c->n_depends == 0, "%s: no addresses, no depends", what);
-	is_str(c->local_version, "/etc/current_version", "%s: local_version", what);
-	is_str(c->hiera_services, "/etc/puppet/hiera/data/services.yaml", "%s: hiera", what);
+	is_str(c->local_version, "/var/lib/orchestrate/current_version", "%s: local_version", what);
+	is_str(c->hiera_services, "/var/lib/orchestrate/hiera/services.yaml", "%s: hiera", what);
 	is_str(c->state_dir, "/var/lib/orchestrate", "%s: state_dir", what);
 	ok(!c->metrics_file, "%s: no metrics", what);
 	ok(!c->hook_upgrade, "%s: no upgrade hook", what);
@@ -68,6 +68,7 @@ static void check_defaults(const struct config *c, const char *what)
 	is_str(c->hook_validate, LIBEXECDIR "/hooks/validate", "%s: validate hook", what);
 	is_str(c->hook_services, LIBEXECDIR "/hooks/services", "%s: services hook", what);
 	is_int(c->hook_timeout, 3600, "%s: hook timeout", what);
+	is_str(c->hook_daemon_user, "orchestrate", "%s: hooks.daemon_user", what);
 	is_int(c->lease_ttl, 30, "%s: lease_ttl", what);
 	is_int(c->once_ttl, 610, "%s: once_ttl", what);
 	is_int(c->splay, 0, "%s: splay", what);
@@ -142,6 +143,7 @@ static void test_full(void)
 	is_str(c->hook_validate, "/srv/hooks/validate", "validate hook");
 	ok(!c->hook_services, "services hook \"\" means none");
 	is_int(c->hook_timeout, 1800, "hook timeout");
+	is_str(c->hook_daemon_user, "orch-node", "hooks.daemon_user");
 	is_int(c->lease_ttl, 60, "lease_ttl");
 	is_int(c->once_ttl, 1210, "once_ttl");
 	is_int(c->splay, 30, "splay");

@@ -2,7 +2,9 @@
  * test_hook_proto.c — the daemon/runner wire format (hook_proto.h): a request
  * encodes and parses back; the runner refuses what must not run as root (a
  * path for a name, PATH or LD_PRELOAD, a repeated or malformed variable, a
- * wrong magic, an oversized request) and waits for more on a cut one; frames
+ * wrong magic, an oversized request) and waits for more on a cut one; of the
+ * variables it keeps the host and versions (valid names) and drops the paths,
+ * endpoints and prefix it sets itself; frames
  * round-trip, split anywhere, and bad ones are refused.
  */
 #define _GNU_SOURCE
@@ -217,8 +219,64 @@ static void test_frames(void)
 	free(big);
 }
 
+/* The runner's share of the variables: host and versions, checked names;
+ * the paths, endpoints and prefix dropped; anything else refuses. */
+static void client_env_refused(const char *var, const char *want)
+{
+	_cleanup_(strv_freep) char **env = NULL;
+	_cleanup_(freep) char *error = NULL;
+	char *req[] = { "ORCHESTRATE_HOST=web1", (char *)var, NULL };
+	size_t ignored = 99;
+
+	is_int(hook_request_client_env(req, &env, &ignored, &error), -EPERM, "refused: %s", want);
+	is_str(error, want, "message for %s", want);
+	ok(!env, "nothing returned for %s", want);
+	ok(!error || !strchr(error, '\n'), "one line for %s", want);
+}
+
+static void test_client_env(void)
+{
+	_cleanup_(strv_freep) char **env = NULL;
+	_cleanup_(freep) char *error = NULL;
+	char *req[] = { "ORCHESTRATE_HOST=web1", "ORCHESTRATE_VERSION=v2",
+			"ORCHESTRATE_PREVIOUS_VERSION=", "ORCHESTRATE_SERVICES_FILE=/tmp/x",
+			"ORCHESTRATE_LOCAL_VERSION_FILE=/etc/shadow", "ORCHESTRATE_ETCD=http://evil:1",
+			"ORCHESTRATE_PREFIX=/other", NULL };
+	size_t ignored = 0;
+
+	is_int(hook_request_client_env(req, &env, &ignored, &error), 0, "client env: the daemon's request");
+	is_int(ignored, 4, "client env: paths, endpoints and prefix dropped");
+	ok(env && env[0] && env[1] && env[2] && !env[3], "client env: three kept");
+	is_str(env ? env[0] : NULL, "ORCHESTRATE_HOST=web1", "client env: host");
+	is_str(env ? env[1] : NULL, "ORCHESTRATE_VERSION=v2", "client env: version");
+	is_str(env ? env[2] : NULL, "ORCHESTRATE_PREVIOUS_VERSION=", "client env: no previous version");
+
+	client_env_refused("ORCHESTRATE_VERSION=v2\nORCHESTRATE_X=1",
+			   "environment variable 'ORCHESTRATE_VERSION' refused: its value is not a name "
+			   "(contains a control character)");
+	client_env_refused("ORCHESTRATE_PREVIOUS_VERSION=-rf",
+			   "environment variable 'ORCHESTRATE_PREVIOUS_VERSION' refused: its value is not "
+			   "a name (does not start with a letter or a digit)");
+	client_env_refused("ORCHESTRATE_VERSION=../../etc",
+			   "environment variable 'ORCHESTRATE_VERSION' refused: its value is not a name "
+			   "(contains '/')");
+	client_env_refused("ORCHESTRATE_PASSWORD=secret",
+			   "environment variable 'ORCHESTRATE_PASSWORD' refused: the hook runner sets it, "
+			   "or no hook gets it");
+	client_env_refused("ORCHESTRATE_CONFIG=/tmp/x",
+			   "environment variable 'ORCHESTRATE_CONFIG' refused: the hook runner sets it, "
+			   "or no hook gets it");
+	{
+		_cleanup_(strv_freep) char **e2 = NULL;
+		_cleanup_(freep) char *err2 = NULL;
+		char *nohost[] = { "ORCHESTRATE_HOST=", NULL };
+		is_int(hook_request_client_env(nohost, &e2, &ignored, &err2), -EPERM, "an empty host is refused");
+	}
+}
+
 int main(void)
 {
+	test_client_env();
 	test_request_roundtrip();
 	test_request_refused();
 	test_frames();

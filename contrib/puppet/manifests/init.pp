@@ -46,12 +46,18 @@
 # @param depends node.depends: services that must exist before a config run.
 # @param hooks
 #   The hooks section: upgrade, config, validate, services (paths of
-#   executables; '' disables one) and timeout (seconds).
+#   executables; '' disables one), timeout (seconds) and daemon_user (the
+#   user the daemon runs as, whom alone the hook runner serves; default
+#   orchestrate).  The config file and its directory are made root's: the
+#   runner runs nothing from a file anyone else may write.
 # @param timing
 #   The timing section: lease_ttl, once_ttl, splay, quiet, quiet_max,
 #   retry_min, retry_max, watch_idle.
 # @param paths
 #   The paths section: local_version, hiera_services, state_dir, metrics_file.
+#   The daemon runs as its own user and writes /var/lib/orchestrate alone
+#   (the local version in current_version, the hiera file in
+#   hiera/services.yaml): a path elsewhere needs its directory given to it.
 # @param mode daemon, cron or none (see above).
 # @param config_file Where the config file goes.
 # @param manage_config_dir Create the directory of config_file.
@@ -92,7 +98,7 @@ class orchestrate (
     Optional[count]   => Integer[1],
     Optional[healthy] => Boolean,
   }]] $depends = [],
-  Hash[Enum['upgrade', 'config', 'validate', 'services', 'timeout'], Variant[String, Integer[1]]] $hooks = {},
+  Hash[Enum['upgrade', 'config', 'validate', 'services', 'timeout', 'daemon_user'], Variant[String, Integer[1]]] $hooks = {},
   Hash[Enum['lease_ttl', 'once_ttl', 'splay', 'quiet', 'quiet_max', 'retry_min', 'retry_max', 'watch_idle'], Numeric] $timing = {},
   Hash[Enum['local_version', 'hiera_services', 'state_dir', 'metrics_file'], String[1]] $paths = {},
   Enum['daemon', 'cron', 'none'] $mode = 'daemon',
@@ -163,8 +169,12 @@ class orchestrate (
 
   if $manage_config_dir {
     $config_dir = $config_file.regsubst(/\/[^\/]*\z/, '')
+    # Root's alone: the hook runner runs nothing from a file or directory
+    # anyone else may write.
     file { $config_dir:
       ensure => directory,
+      owner  => 'root',
+      group  => 'root',
       mode   => '0755',
     }
   }
@@ -172,6 +182,8 @@ class orchestrate (
   file { $config_file:
     ensure       => file,
     content      => $content,
+    owner        => 'root',
+    group        => 'root',
     # It may hold the etcd user name and paths of secrets, not the secrets.
     mode         => '0644',
     validate_cmd => $validate_config ? {
