@@ -68,10 +68,6 @@ struct node {
 	uint64_t lease_refreshed;	/* when the last one etcd answered was sent */
 	unsigned keepalive_failures;	/* in a row, for the backoff */
 	uint64_t lease_regrants;
-	/* How long etcd took to answer the last keepalive or write (usec):
-	 * how far behind its apply queue is (a keepalive waits for it), which
-	 * paces the next write (node_write.c). */
-	uint64_t etcd_lag;
 
 	/* the fleet model and its stream (node_sync.c) */
 	struct fleet_model model;

@@ -244,7 +244,6 @@ static void node_on_keepalive_reply(int error, int64_t ttl, void *userdata)
 	uint64_t now = node_now(n), due;
 
 	n->keepalive_call = NULL;
-	n->etcd_lag = now - n->keepalive_sent;
 	if (error < 0) {
 		log_warnx("lease keepalive failed: %s", node_etcd_error(n));
 		node_keepalive_arm(n, node_keepalive_retry(n));

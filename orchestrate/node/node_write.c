@@ -26,16 +26,6 @@
  * written twice either.  A definite answer (written, a guard that failed, a
  * refusal, an unknown lease) ends the write and goes to its done function.
  *
- * A write is paced by how slow etcd was last (n->etcd_lag: its answer to the
- * last keepalive or write, which waits for etcd's apply queue): past a
- * quarter second, a new write waits a random time up to twice that before
- * it goes out.  A trigger reaches every node at once; when etcd is behind,
- * the writes that follow it (a run's end after its start, the starts after a
- * busy minute) arrive spread over twice the time etcd needs for them instead
- * of at once, so that its apply queue stays short enough for the lease
- * keepalives, which wait on it, to be answered.  A quiet etcd answers in
- * milliseconds, and nothing waits.  A stop sends a paced write at once.
- *
  * Writes go out one at a time, in the order they were made (a first
  * publication, then the run's end, say): a later one never overtakes an
  * earlier one that is slow.  While one is in flight the node decides nothing
@@ -61,8 +51,6 @@ struct node_write {
 	sd_event_source *resend;	/* the backoff before the next question */
 	unsigned failures;		/* sends or questions without a definite answer */
 	unsigned sends;			/* sends so far */
-	uint64_t sent_at;		/* the last send's (CLOCK_MONOTONIC usec) */
-	bool pacing;			/* resend is the pace before the first send */
 	const char *what;		/* for the log, a literal */
 	node_write_fn done;
 	char **staged, **staged_values;	/* the services it publishes */
@@ -99,66 +87,14 @@ static long node_write_patience(const struct node_write *w)
 	return NODE_ETCD_PATIENCE_MS << shift;
 }
 
-static uint64_t node_now_usec(struct node *n)
-{
-	uint64_t usec = 0;
-	(void)sd_event_now(n->event, CLOCK_MONOTONIC, &usec);
-	return usec;
-}
-
 static int node_write_send(struct node *n)
 {
 	struct node_write *w = n->write;
 	int r = fleet_batch_commit_start(w->batch, node_write_patience(w), node_on_write_answer,
 					 n, &w->call);
-	if (r == 0) {
+	if (r == 0)
 		w->sends++;
-		w->sent_at = node_now_usec(n);
-	}
 	return r > 0 ? -EINVAL : r;	/* an empty batch is a caller's bug */
-}
-
-/* The pace before a new write: random, up to twice etcd's last lag (at most
- * a minute); none while etcd answers within a quarter second. */
-static uint64_t node_write_pace(const struct node *n)
-{
-	uint64_t window = 2 * n->etcd_lag;
-
-	if (n->etcd_lag < USEC_PER_SEC / 4 || n->stopping || n->stop_requested)
-		return 0;
-	if (window > 60 * USEC_PER_SEC)
-		window = 60 * USEC_PER_SEC;
-	return random_between(0, window);
-}
-
-static int node_on_write_paced(sd_event_source *s, uint64_t usec, void *userdata)
-{
-	struct node *n = userdata;
-	int r;
-
-	node_timer_cancel(&n->write->resend);
-	n->write->pacing = false;
-	if ((r = node_write_send(n)) < 0)
-		node_write_end(n, r);
-	return 0;
-}
-
-/* The first write of the queue goes out, after its pace. */
-static int node_write_go(struct node *n)
-{
-	struct node_write *w = n->write;
-	uint64_t pace = node_write_pace(n);
-
-	if (pace > 0) {
-		log_info("%s waits %.1f s: etcd took %.1f s to answer last", w->what,
-			 (double)pace / (double)USEC_PER_SEC,
-			 (double)n->etcd_lag / (double)USEC_PER_SEC);
-		if (node_timer_arm(n, &w->resend, pace, node_on_write_paced) >= 0) {
-			w->pacing = true;
-			return 0;
-		}
-	}
-	return node_write_send(n);
 }
 
 static void node_on_write_applied(int error, int64_t revision, void *userdata);
@@ -193,7 +129,7 @@ static void node_write_end(struct node *n, int error)
 	node_write_free(w);
 	done(n, error);
 	if (n->write && !n->write->call && !n->write->resend &&
-	    (r = node_write_go(n)) < 0) {
+	    (r = node_write_send(n)) < 0) {
 		node_write_end(n, r);
 		return;
 	}
@@ -237,7 +173,6 @@ static void node_on_write_answer(int error, int64_t revision, void *userdata)
 	struct node_write *w = n->write;
 
 	w->call = NULL;
-	n->etcd_lag = node_now_usec(n) - w->sent_at;
 	if (error == 0 && w->failures > 0)
 		log_info("%s written at revision %lld, after %u unanswered send%s", w->what,
 			 (long long)revision, w->sends - 1, w->sends == 2 ? "" : "s");
@@ -298,7 +233,7 @@ int node_write_begin(struct node *n, struct fleet_batch *batch, const char *what
 	*tail = w;
 	if (n->write != w)
 		return 0;	/* goes out when the ones before it ended */
-	if ((r = node_write_go(n)) < 0) {
+	if ((r = node_write_send(n)) < 0) {
 		n->write = NULL;
 		node_write_free(w);
 		return r;
@@ -317,16 +252,6 @@ void node_write_abandon(struct node *n)
 
 void node_write_stop(struct node *n)
 {
-	struct node_write *w = n->write;
-	int r;
-
-	if (w && w->pacing) {
-		/* never sent: it goes now, and the stop waits for it */
-		node_timer_cancel(&w->resend);
-		w->pacing = false;
-		if ((r = node_write_send(n)) < 0)
-			node_write_end(n, r);
-	} else if (w && !w->call) {
+	if (n->write && !n->write->call)
 		node_write_abandon(n);	/* waiting to resend: not worth the stop's wait */
-	}
 }
