@@ -22,7 +22,7 @@
 #   - etcd requests per idle daemon per minute, by method, from etcd's own
 #     grpc_server_started_total counters over IDLE_SECONDS (default 60), and
 #     etcd's CPU per idle daemon per minute;
-#   - for TRIGGERS triggers (default 3; no rollout policy, splay 0): trigger ->
+#   - for TRIGGERS triggers (default 3; no rollout policy, splay SPLAY, default 0): trigger ->
 #     config hook start over every daemon (p50, p99, max), trigger -> at the
 #     version (the max is the time until all N are there), and etcd requests
 #     and CPU per daemon per trigger (bench/lib-etcd-metrics.sh, bench_trigger);
@@ -86,7 +86,7 @@ for i in $(seq -w 1 "$daemons"); do
 node: {hostname: n$i, addresses: {eth0: 192.0.2.1}, profile_list: $d/pl.txt$svc}
 paths: {local_version: $d/cv, hiera_services: $d/s.yaml, state_dir: $d/st}
 hooks: {config: $work/config, validate: /bin/true, services: /bin/true}
-timing: {lease_ttl: 30, splay: 0, quiet: 0.5, quiet_max: 2}
+timing: {lease_ttl: 30, splay: ${SPLAY:-0}, quiet: 0.5, quiet_max: 2}
 EOF
 	orchestrated --config "$d/o.yaml" >"$d/log" 2>&1 &
 	pids+=($!)
@@ -197,7 +197,7 @@ if [ -n "$policy" ]; then
 	etcdctl_ put /rollout/policy "$policy" >/dev/null
 	sleep "$SETTLE"
 fi
-echo "trigger -> config hook start, and -> at the version, $daemons daemons, policy ${policy:-none}, splay 0 (ms):"
+echo "trigger -> config hook start, and -> at the version, $daemons daemons, policy ${policy:-none}, splay ${SPLAY:-0} s (ms):"
 printf '  %-8s %8s %8s %8s %8s %8s %10s\n' version started p50 p99 max at all_at_ms
 for t in $(seq 1 "$triggers"); do
 	v=bench$t

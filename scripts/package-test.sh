@@ -5,8 +5,10 @@
 # fresh Debian machine after scripts/install-deps.sh); it needs root for dpkg
 # and runs itself through sudo when there is one.
 #
-# The install is an upgrade: the package of PREVIOUS (a git revision, default
-# main) is built and installed first, with a local version in
+# The install is an upgrade: the package of PREVIOUS (a git revision; default
+# the last one whose package kept its files in /etc, before the daemon had a
+# user of its own — not main, which is this very package once it lands) is
+# built and installed first, with a local version in
 # /etc/current_version and a hiera file in /etc/puppet/hiera/data, where it
 # kept them; the new package must move both into /var/lib/orchestrate, the
 # directory of the daemon's own user, without losing either, and leave links
@@ -19,7 +21,7 @@ set -eu
 
 if [ "$(id -u)" != 0 ]; then
 	if command -v sudo >/dev/null 2>&1; then
-		exec sudo KEEP="${KEEP:-}" PREVIOUS="${PREVIOUS-main}" "$0" "$@"
+		exec sudo KEEP="${KEEP:-}" PREVIOUS="${PREVIOUS-8bd3bd996ebb041fa25dfdb80655037e79d8d299}" "$0" "$@"
 	fi
 	echo "package-test: dpkg -i needs root" >&2
 	exit 1
@@ -33,7 +35,11 @@ installed () {
 	dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null | grep -qv '^not-installed$'
 }
 
-previous=${PREVIOUS-main}
+previous=${PREVIOUS-8bd3bd996ebb041fa25dfdb80655037e79d8d299}
+if [ -n "$previous" ] && ! git -C "$top" cat-file -e "$previous^{commit}" 2>/dev/null; then
+	echo "package-test: revision $previous is not in this clone (a shallow one?): a fresh install is tested, not the upgrade" >&2
+	previous=
+fi
 # The files of a node this test makes, and removes: none may be there before.
 for f in /etc/current_version /etc/puppet/hiera/data/services.yaml; do
 	if [ -e "$f" ] || [ -L "$f" ]; then
