@@ -92,6 +92,7 @@ EOF
 	pids+=($!)
 	daemon_pids+=($!)
 done
+DAEMON_PIDS=("${daemon_pids[@]}")	# bench_trigger: the daemons' own CPU
 for _ in $(seq 300); do
 	[ "$(etcdctl_ get --prefix /alive/ --keys-only | grep -c .)" -ge "$daemons" ] && break
 	sleep 0.2
@@ -207,16 +208,17 @@ for t in $(seq 1 "$triggers"); do
 	awk -v t0="$BT_T0" '{ print $1 / 1e6 - t0 }' "$work/starts/$v" 2>/dev/null | ms_stats |
 		awk -v v="$v" -v n="$started" -v atn="$atn" -v atmax="$atmax" \
 		'{ printf "  %-8s %8d %8s %8s %8s %8s %10s\n", v, n, $2, $3, $4, atn, atmax }'
-	echo "$t $BT_REQ $BT_CPU $BT_KEEPALIVE $BT_METHODS" >>"$work/per-trigger"
+	echo "$t $BT_REQ $BT_CPU $BT_KEEPALIVE $BT_DAEMON_CPU $BT_METHODS" >>"$work/per-trigger"
 done
 etcd_cpu_unlimit
 echo
 echo "etcd per daemon per trigger: requests (all but keepalives), keepalives, CPU ms, by method,"
-echo "and the floor of the trigger: the etcd CPU it took, on etcd's share of a core (${etcd_cpu:-100} %):"
+echo "the floor of the trigger: the etcd CPU it took, on etcd's share of a core (${etcd_cpu:-100} %),"
+echo "and the daemon's own CPU per trigger (its hooks' not counted):"
 awk -v share="${etcd_cpu:-100}" -v n="$daemons" '{
-	printf "  trigger %d: %6.2f requests %5.2f keepalives %7.2f ms  floor %6.1f s  ", $1, $2, $4, $3,
-		$3 * n / 1000 / (share / 100)
-	for (i = 5; i <= NF; i += 2) printf " %s %s", $i, $(i + 1); printf "\n" }' "$work/per-trigger"
+	printf "  trigger %d: %6.2f requests %5.2f keepalives %7.2f ms  floor %6.1f s  daemon %5.2f ms ", $1, $2, $4, $3,
+		$3 * n / 1000 / (share / 100), $5
+	for (i = 6; i <= NF; i += 2) printf " %s %s", $i, $(i + 1); printf "\n" }' "$work/per-trigger"
 log_counts >"$work/logs1"
 paste "$work/logs0" "$work/logs1" | awk -v n="$daemons" '{
 	printf "from the daemons\x27 logs, per daemon over the triggers: keepalives failed %.2f, leases lost %.2f,\n", ($7 - $1) / n, ($8 - $2) / n

@@ -181,7 +181,7 @@ bench_settle() {
 # The counters include the trigger_update command's own requests (a Range and
 # a Txn or so: 2/N per node).
 bench_trigger() {
-	local v=$1 n=$2 out=$3 P=${ORCHESTRATE_PREFIX:-} rev w0 c0 c1 s0 s1 i at=0 wr wa
+	local v=$1 n=$2 out=$3 P=${ORCHESTRATE_PREFIX:-} rev w0 c0 c1 d0 d1 s0 s1 i at=0 wr wa
 	local deadline
 	rev=$(etcd_revision)
 	w0=$(etcd_gauge etcd_debugging_mvcc_watcher_total)
@@ -196,6 +196,7 @@ bench_trigger() {
 
 	etcd_requests "$out.req0"
 	c0=$(etcd_cpu_ms "${ETCD_PIDS[@]}")
+	d0=$(etcd_cpu_ms "${DAEMON_PIDS[@]:-}")
 	s0=$(now_ms)
 	BT_T0=$(now_ms)
 	# patient: under a slow etcd (ETCD_CPU) the default 5 s would give up
@@ -210,6 +211,7 @@ bench_trigger() {
 		echo "  (requests still moving after ${SETTLE_TIMEOUT:-120} s)" >&2
 	etcd_requests "$out.req1"
 	c1=$(etcd_cpu_ms "${ETCD_PIDS[@]}")
+	d1=$(etcd_cpu_ms "${DAEMON_PIDS[@]:-}")
 	s1=$(now_ms)
 	kill "$wr" "$wa" 2>/dev/null || true
 	wait "$wr" "$wa" 2>/dev/null || true
@@ -223,6 +225,8 @@ bench_trigger() {
 		awk '$1 == "LeaseKeepAlive" { v = $2 } END { printf "%.2f", v }')
 	BT_CPU=$(awk -v a="$c0" -v b="$c1" -v w="$BT_WINDOW" -v r="${BT_IDLE_CPU_RATE:-0}" -v n="$n" \
 		'BEGIN { c = b - a - r * w; if (c < 0) c = 0; printf "%.2f", c / n }')
+	# the daemons' own CPU (not their hooks'), when DAEMON_PIDS is set
+	BT_DAEMON_CPU=$(awk -v a="$d0" -v b="$d1" -v n="$n" 'BEGIN { printf "%.2f", (b - a) / n }')
 	BT_RUN=$(grep -F "\"version\":\"$v\"" "$out.run.raw" | awk -v t0="$BT_T0" \
 		'!seen[$2]++ { print $1 - t0 }' | ms_stats)
 	BT_AT=$({ grep -F "\"version\":\"$v\"" "$out.at.raw" || true; } | awk -v t0="$BT_T0" \

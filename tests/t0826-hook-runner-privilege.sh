@@ -237,6 +237,22 @@ test_expect_success 'a directory above the hook owned by the daemon user: nothin
 	chown root p1/hooks
 '
 
+test_expect_success 'a world-writable directory above the hook: nothing runs, the directory named' '
+	chmod o+w p1/hooks &&
+	refused_for "'"'"'$TRASH/p1/hooks'"'"' is writable by everyone (mode 0757)" &&
+	chmod o-w p1/hooks
+'
+
+test_expect_success 'a root-owned sticky directory above the hook (as /tmp): the hook runs' '
+	chmod 1777 p1/hooks &&
+	runs=$(count_lines p1/config.count) &&
+	DRAIN=1 setpriv --reuid="$USER_" --regid="$USER_" --clear-groups \
+		"$PY" req.py p1/hook.sock config ORCHESTRATE_HOST=p1 ORCHESTRATE_VERSION=v5 >out.sticky &&
+	chmod 755 p1/hooks &&
+	grep -qx "X exited 0" out.sticky &&
+	wait_for "test \$(count_lines p1/config.count) -gt $runs" 5
+'
+
 test_expect_success 'a hook reached through a link into a directory the daemon user owns: refused' '
 	cp p1/hooks/config p1/own/evil &&
 	chown "$USER_" p1/own/evil && chmod 755 p1/own/evil &&

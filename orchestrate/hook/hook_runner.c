@@ -353,8 +353,11 @@ static const char *env_get(char *const *env, const char *key)
 /* --- trust ---------------------------------------------------------------- */
 
 /* One path, not followed if a link: root's, and (a link's mode means
- * nothing) writable by no group and no other user. */
-static int trust_one(const char *p, struct buf *why)
+ * nothing) writable by no group and no other user.  A directory above the
+ * path (ancestor) may be writable by others when it is root's and sticky, as
+ * /tmp is: there nobody but root may remove or rename an entry of root's,
+ * so the root-owned directory below it stays what it is. */
+static int trust_one(const char *p, bool ancestor, struct buf *why)
 {
 	struct stat st;
 
@@ -367,6 +370,8 @@ static int trust_one(const char *p, struct buf *why)
 		(void)buf_printf(why, "'%s' is owned by uid %ld, not root", p, (long)st.st_uid);
 		return -EPERM;
 	}
+	if (ancestor && S_ISDIR(st.st_mode) && (st.st_mode & S_ISVTX))
+		return 0;
 	if (!S_ISLNK(st.st_mode) && (st.st_mode & (S_IWGRP | S_IWOTH))) {
 		(void)buf_printf(why, "'%s' is writable by %s (mode %04o)", p,
 				 (st.st_mode & S_IWOTH) ? "everyone" : "its group",
@@ -388,18 +393,18 @@ static int trust_walk(const char *p, struct buf *why)
 	}
 	if (!(copy = strdup(p)))
 		return -ENOMEM;
-	if ((r = trust_one("/", why)) < 0)
+	if ((r = trust_one("/", true, why)) < 0)
 		return r;
 	for (char *q = copy + 1; *q; q++) {
 		if (*q != '/')
 			continue;
 		*q = '\0';
-		r = q > copy + 1 && q[-1] != '/' ? trust_one(copy, why) : 0;
+		r = q > copy + 1 && q[-1] != '/' ? trust_one(copy, true, why) : 0;
 		*q = '/';
 		if (r < 0)
 			return r;
 	}
-	return trust_one(copy, why);
+	return trust_one(copy, false, why);
 }
 
 /*
