@@ -37,6 +37,10 @@ static bool name_rule(const char *s)
 	size_t len = strlen(s);
 	if (len < 1 || len > 253 || strcmp(s, ".") == 0 || strcmp(s, "..") == 0)
 		return false;
+	/* a letter or a digit first: no name reads as an option or a dot file */
+	if (!((s[0] >= 'a' && s[0] <= 'z') || (s[0] >= 'A' && s[0] <= 'Z') ||
+	      (s[0] >= '0' && s[0] <= '9')))
+		return false;
 	for (size_t i = 0; i < len; i++) {
 		char ch = s[i];
 		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
