@@ -160,3 +160,15 @@ import json, sys
 kvs = json.load(sys.stdin).get("kvs") or []
 print(kvs[0].get("version", 0) if kvs else 0)'
 }
+
+# start_runner NAME  — a hook runner for node NAME, reading NAME's config
+# (where it finds the hooks' paths), listening on NAME/hook.sock (--listen);
+# its pid in NAME/runner.pid, its log in NAME/runner.log.
+start_runner () {
+	rm -f "$TRASH/$1/hook.sock"
+	orchestrate-hook-runner --config "$TRASH/$1/orchestrate.yaml" \
+		--listen "$TRASH/$1/hook.sock" >>"$TRASH/$1/runner.log" 2>&1 &
+	echo $! >"$TRASH/$1/runner.pid"
+	test_register_pid $!
+	wait_for "test -S '$TRASH/$1/hook.sock'" 5
+}

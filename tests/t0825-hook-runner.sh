@@ -20,18 +20,6 @@ test -x "$REPO_ROOT/bin/orchestrate-hook-runner" ||
 start_etcd
 etcdctl_put /current_version v1
 
-# start_runner NAME  — a runner for node NAME, reading NAME's config (where
-# it finds the hooks' paths), listening on NAME/hook.sock; its pid in
-# NAME/runner.pid.
-start_runner () {
-	rm -f "$TRASH/$1/hook.sock"
-	orchestrate-hook-runner --config "$TRASH/$1/orchestrate.yaml" \
-		--listen "$TRASH/$1/hook.sock" >>"$TRASH/$1/runner.log" 2>&1 &
-	echo $! >"$TRASH/$1/runner.pid"
-	test_register_pid $!
-	wait_for "test -S '$TRASH/$1/hook.sock'" 5
-}
-
 # use_runner NAME  — hooks.runner in NAME's config.
 use_runner () {
 	sed -i "s|^hooks:\$|hooks:\n  runner: $TRASH/$1/hook.sock|" "$TRASH/$1/orchestrate.yaml" &&

@@ -57,15 +57,6 @@ own_setup () {
 	grep -q "^  daemon_user: $USER_\$" "$TRASH/$1/orchestrate.yaml"
 }
 
-start_runner () {
-	rm -f "$TRASH/$1/hook.sock"
-	orchestrate-hook-runner --config "$TRASH/$1/orchestrate.yaml" \
-		--listen "$TRASH/$1/hook.sock" >>"$TRASH/$1/runner.log" 2>&1 &
-	echo $! >"$TRASH/$1/runner.pid"
-	test_register_pid $!
-	wait_for "test -S '$TRASH/$1/hook.sock'" 5
-}
-
 # start_node_as NAME  — start_node, with the daemon as USER_ (no other group).
 start_node_as () {
 	rm -f "$TRASH/$1/exit" "$TRASH/$1/pid"

@@ -1160,6 +1160,13 @@ int etcd_txn_applied_body(const struct etcd_txn *t, char **ret_text, int64_t *re
 	return 0;
 }
 
+/* Whether kv is a settled txn's witness as that txn put it: exactly its value
+ * (a txn's reply reads it back after a failed settle compare; a read asks). */
+static bool witness_holds(const struct etcd_kv *kv, const char *witness)
+{
+	return kv->value_len == strlen(witness) && memcmp(kv->value, witness, kv->value_len) == 0;
+}
+
 int etcd_decode_applied(struct etcd_client *c, const cJSON *reply, const char *witness,
 			int64_t since, int64_t *ret_revision)
 {
@@ -1169,9 +1176,7 @@ int etcd_decode_applied(struct etcd_client *c, const cJSON *reply, const char *w
 	if (etcd_decode_range(reply, &list, &more) < 0 || list.n > 1)
 		return protocol_error(c, "range");
 	*ret_revision = 0;
-	if (list.n == 1 && list.kvs[0].mod_revision > since &&
-	    list.kvs[0].value_len == strlen(witness) &&
-	    memcmp(list.kvs[0].value, witness, list.kvs[0].value_len) == 0)
+	if (list.n == 1 && list.kvs[0].mod_revision > since && witness_holds(&list.kvs[0], witness))
 		*ret_revision = list.kvs[0].mod_revision;
 	return 0;
 }
@@ -1196,7 +1201,7 @@ static bool txn_witness_applied(const cJSON *reply, const char *witness, int64_t
 
 	if (!cJSON_IsObject(kv) || etcd_decode_kv(kv, &got) < 0)
 		return false;
-	if (got.value_len != strlen(witness) || memcmp(got.value, witness, got.value_len) != 0)
+	if (!witness_holds(&got, witness))
 		return false;
 	*ret_revision = got.mod_revision;
 	return true;

@@ -76,7 +76,6 @@ static bool node_write_definite(int error)
 }
 
 static void node_on_write_answer(int error, int64_t revision, void *userdata);
-static void node_write_end(struct node *n, int error);
 
 /* Each send waits twice as long as the one before it, up to 8 times the first
  * patience: an etcd that did not answer in time is further behind than

@@ -59,39 +59,38 @@ static void on_commit(int error, int64_t revision, void *userdata)
 	res->revision = revision;
 }
 
+/* Runs the loop until the call started (r, from its start function) called
+ * back: its error, and its value in *ret_value (may be NULL). */
+static int drive(sd_event *e, int r, struct async_result *res, int64_t *ret_value)
+{
+	if (r < 0)
+		return r;
+	for (int i = 0; !res->done && i < 1000; i++)
+		if (sd_event_run(e, 100 * 1000) < 0)
+			return -EIO;
+	if (!res->done)
+		return -ETIMEDOUT;
+	if (ret_value)
+		*ret_value = res->revision;
+	return res->error;
+}
+
 static int commit_async(sd_event *e, struct etcd_txn *t, int64_t *ret_revision)
 {
 	struct async_result res = { 0 };
 	struct etcd_call *call = NULL;
-	int r = etcd_txn_commit_start(c, t, 10000, on_commit, &res, &call);
-	if (r < 0)
-		return r;
-	for (int i = 0; !res.done && i < 1000; i++)
-		if (sd_event_run(e, 100 * 1000) < 0)
-			return -EIO;
-	if (!res.done)
-		return -ETIMEDOUT;
-	if (ret_revision)
-		*ret_revision = res.revision;
-	return res.error;
+	return drive(e, etcd_txn_commit_start(c, t, 10000, on_commit, &res, &call), &res,
+		     ret_revision);
 }
 
-/* etcd_txn_applied_start(), driven the same way: the revision it reports
- * (0: not applied), or an error. */
+/* etcd_txn_applied_start(): the revision it reports (0: not applied), or an
+ * error. */
 static int applied_async(sd_event *e, struct etcd_txn *t, int64_t *ret_revision)
 {
 	struct async_result res = { 0 };
 	struct etcd_call *call = NULL;
-	int r = etcd_txn_applied_start(c, t, 10000, on_commit, &res, &call);
-	if (r < 0)
-		return r;
-	for (int i = 0; !res.done && i < 1000; i++)
-		if (sd_event_run(e, 100 * 1000) < 0)
-			return -EIO;
-	if (!res.done)
-		return -ETIMEDOUT;
-	*ret_revision = res.revision;
-	return res.error;
+	return drive(e, etcd_txn_applied_start(c, t, 10000, on_commit, &res, &call), &res,
+		     ret_revision);
 }
 
 int main(void)
