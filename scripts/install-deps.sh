@@ -5,9 +5,13 @@ set -eu
 
 # debhelper and lintian: scripts/package-test.sh builds and checks the Debian
 # package (debian/; `apt-get build-dep .` installs just its build dependencies).
+# systemd: systemd-analyze and systemd-socket-activate for the unit and runner
+# tests, and the package's Depends (systemd-sysusers makes its user); util-linux
+# (setpriv) and passwd (useradd) for the tests that run the daemon as a user of
+# its own.
 packages="build-essential pkg-config libcurl4-openssl-dev libcjson-dev libyaml-dev
 libsystemd-dev etcd-server etcd-client curl mandoc python3 iproute2 valgrind puppet
-clang libclang-rt-14-dev openssl procps time jq debhelper lintian"
+clang libclang-rt-14-dev openssl procps time jq debhelper lintian systemd util-linux passwd"
 
 missing=
 for p in $packages; do
