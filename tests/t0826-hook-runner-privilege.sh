@@ -9,7 +9,19 @@
 # would start it.
 
 test_description='hook runner: the daemon as its own user, peer check, root-only files, its own environment, its own bounds'
+
+# The daemon runs as another user here, so its files must be reachable by
+# others: a checkout in a private directory (mktemp -d makes 0700) is not.
+# Then the trash goes to a directory of its own that others may enter (root's,
+# under /tmp: the runner trusts a root-owned sticky directory above it).
+own_out_=
+if test -z "${TEST_OUTPUT_DIRECTORY:-}" && command -v setpriv >/dev/null 2>&1 &&
+	! setpriv --reuid=65534 --regid=65534 --clear-groups test -x "$(cd "$(dirname "$0")" && pwd)"; then
+	own_out_=$(mktemp -d /tmp/orchestrate-t0826.XXXXXX) && chmod 755 "$own_out_" &&
+		TEST_OUTPUT_DIRECTORY=$own_out_ && export TEST_OUTPUT_DIRECTORY
+fi
 . "$(dirname "$0")/test-lib.sh"
+test -z "$own_out_" || trap 'test_cleanup; rmdir "$own_out_" 2>/dev/null' EXIT
 . "$TEST_DIRECTORY/lib-daemon.sh"
 
 test "$(id -u)" = 0 || skip_all "needs root (a test user, setpriv, a root-owned runner)"
