@@ -9,6 +9,7 @@
 #   POLICY='{"max_parallel":50,"max_fail_percent":10}' bench/daemons.sh
 #                                      the triggers run under that rollout policy
 #   KEEP_LOGS=DIR bench/daemons.sh    keeps the daemons' logs in DIR
+#   LEASE_TTL=60 bench/daemons.sh      the daemons' timing.lease_ttl (default 30)
 #   ETCD_ARGS='--enable-pprof' ...     extra flags for etcd
 #   ETCD_CPU=10 bench/daemons.sh       etcd held to 10 % of one core during the
 #                                      triggers (a cpu cgroup, v1 or v2; root):
@@ -86,7 +87,7 @@ for i in $(seq -w 1 "$daemons"); do
 node: {hostname: n$i, addresses: {eth0: 192.0.2.1}, profile_list: $d/pl.txt$svc}
 paths: {local_version: $d/cv, hiera_services: $d/s.yaml, state_dir: $d/st}
 hooks: {config: $work/config, validate: /bin/true, services: /bin/true}
-timing: {lease_ttl: 30, splay: ${SPLAY:-0}, quiet: 0.5, quiet_max: 2}
+timing: {lease_ttl: ${LEASE_TTL:-30}, splay: ${SPLAY:-0}, quiet: 0.5, quiet_max: 2}
 EOF
 	orchestrated --config "$d/o.yaml" >"$d/log" 2>&1 &
 	pids+=($!)

@@ -138,5 +138,25 @@ test_expect_success 'a first run whose validation is slow publishes its entry ah
 	test "$(key_version /available_services/svc-s/s)" = 2
 '
 
+# A splay spreads the fleet's writes: a host in its splay writes nothing, so
+# that a trigger does not bring every host's puppet/pending at once.  From the
+# trigger's revision on, the only writes to status/puppet/ of the host are the
+# run's start and its outcome.
+test_expect_success 'a splay writes nothing to etcd before the run' '
+	sed -i "s/^  splay: 0$/  splay: 2/" a/orchestrate.yaml &&
+	kill -HUP $(node_pid a) &&
+	wait_for "grep -q \"configuration reloaded\" a/log" 10 &&
+	rev=$(etcdctl_ get /current_version -w json | sed -n "s/.*\"revision\":\([0-9]*\).*/\1/p") &&
+	etcdctl_put /current_version v7 &&
+	wait_for "node_at a v7" 20 &&
+	grep -q "state idle -> splay" a/log &&
+	{ timeout 3 etcdctl --endpoints "$ETCD_URL" watch --rev=$((rev + 1)) \
+		--prefix /status/puppet/ >w.out 2>&1 || true; } &&
+	grep -A1 "^PUT" w.out | grep "/a\$" >puts &&
+	test_line_count = 2 puts &&
+	grep -q "/status/puppet/running/a" puts &&
+	grep -q "/status/puppet/success/a" puts
+'
+
 stop_all_nodes
 test_done

@@ -89,9 +89,10 @@ test_expect_success 'killed -9 during the splay (slot held, before any hook)' '
 	etcdctl_exists /rollout/holders/w1 &&
 	crash w1 &&
 	test "$(count_lines w1/config.count)" = "$n" &&
-	# it said why it waited, and nothing of a run
+	# it said why it waited (the slot: a splay writes nothing to etcd),
+	# and nothing of a run
 	status_is w1 puppet pending &&
-	etcdctl_get /status/puppet/pending/w1 | grep -q "\"wait\":\"splay\"" &&
+	etcdctl_get /status/puppet/pending/w1 | grep -q "\"wait\":\"slot\"" &&
 	consistent w1 &&
 	expired w1 &&
 	sed -i "s/^  splay: 600$/  splay: 0/" w1/orchestrate.yaml &&

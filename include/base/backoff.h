@@ -28,6 +28,16 @@ struct backoff {
  * the unit of b's fields. */
 uint64_t backoff_delay(const struct backoff *b, unsigned n);
 
+/*
+ * A retry before a deadline (a lease keepalive): a random delay between a
+ * third and a half of the time left, never below least nor above most.  Each
+ * retry halves what is left, so that the tries are a few and most of them
+ * late, when whatever made the first fail (a busy etcd) has had time to pass.
+ * Past the deadline (left 0), a random delay in [most / 2, most].  In the unit
+ * of the arguments.
+ */
+uint64_t backoff_before(uint64_t left, uint64_t least, uint64_t most);
+
 /* A uniformly random number in [lo, hi] (lo when hi <= lo), from getrandom(2). */
 uint64_t random_between(uint64_t lo, uint64_t hi);
 

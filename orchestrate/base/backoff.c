@@ -36,3 +36,20 @@ uint64_t backoff_delay(const struct backoff *b, unsigned n)
 		window = b->floor;
 	return random_between(b->floor, window);
 }
+
+uint64_t backoff_before(uint64_t left, uint64_t least, uint64_t most)
+{
+	uint64_t lo = left / 3, hi = left / 2;
+
+	if (left == 0)
+		return random_between(most / 2, most);
+	if (hi > most)
+		hi = most;
+	if (hi < least)
+		hi = least;
+	if (lo > hi)
+		lo = hi;
+	if (lo < least)
+		lo = least;
+	return random_between(lo, hi);
+}

@@ -434,14 +434,14 @@ static bool node_evaluate_run(struct node *n)
 		return false;
 	}
 
+	/* The splay is said to the journal and to systemd, not to etcd: it
+	 * exists to spread the fleet's writes over timing.splay, and a
+	 * puppet/pending written by every host the moment the trigger comes
+	 * would be the very burst it spreads, and a third write per run. */
 	if (n->opt.config->splay > 0 && !n->splay_done) {
-		_cleanup_(freep) char *line = NULL, *detail = NULL;
 		uint64_t delay = random_between(0, sec_to_usec((double)n->opt.config->splay));
-		if (asprintf(&detail, "splay before the run for %s", n->model.desired) < 0 ||
-		    asprintf(&line, "splay %.1f s before config for %s",
-			     (double)delay / (double)USEC_PER_SEC, n->model.desired) < 0)
-			return false;
-		node_wait(n, NODE_SPLAY, "splay", detail, line);
+		node_set_state(n, NODE_SPLAY, "splay %.1f s before config for %s",
+			       (double)delay / (double)USEC_PER_SEC, n->model.desired);
 		if (node_timer_arm(n, &n->run_timer, delay, node_on_run_timer) < 0)
 			n->splay_done = true;
 		else

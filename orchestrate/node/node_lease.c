@@ -35,16 +35,29 @@
 
 static int node_on_keepalive(sd_event_source *s, uint64_t usec, void *userdata);
 
-/* After a keepalive that failed early: half a second at first, up to 2 s,
- * never less than a quarter second: several more tries still fit in any TTL. */
-static const struct backoff keepalive_backoff = {
-	.first = USEC_PER_SEC / 2, .cap = 2 * USEC_PER_SEC, .floor = USEC_PER_SEC / 4,
-};
-
 static uint64_t node_keepalive_interval(struct node *n)
 {
 	uint64_t usec = sec_to_usec((double)n->lease_ttl / 3.0);
 	return usec < USEC_PER_SEC / 2 ? USEC_PER_SEC / 2 : usec;
+}
+
+/*
+ * The first keepalive after a grant: at a random point of the interval's
+ * last three quarters, not at its end.  A fleet that started together (a
+ * site's power back, a package upgrade at the same minute) or lost its leases
+ * together would otherwise keep them alive together for ever, since each
+ * keepalive is due an interval after the last: 1,000 renewals in the same
+ * second every TTL/3.  etcd renews a lease only once it has applied what it
+ * committed, so when a trigger's writes keep its apply queue long past its
+ * request timeout, an aligned fleet misses its renewals together and loses
+ * every lease at once, which writes everything again.  Spread, the renewals
+ * that fall in such a stretch are a few, and each has two more tries in its
+ * TTL.  Costs one keepalive per grant.
+ */
+static uint64_t node_keepalive_first(struct node *n)
+{
+	uint64_t interval = node_keepalive_interval(n);
+	return random_between(interval / 4, interval);
 }
 
 static uint64_t node_now(struct node *n)
@@ -126,7 +139,7 @@ int node_register(struct node *n)
 	log_info("registered as '%s' with lease %llx (ttl %ld s)", n->host,
 		 (unsigned long long)lease, ttl);
 	if (!n->once)
-		return node_timer_arm(n, &n->keepalive, node_keepalive_interval(n),
+		return node_timer_arm(n, &n->keepalive, node_keepalive_first(n),
 				      node_on_keepalive);
 	return 0;
 }
@@ -137,9 +150,31 @@ static void node_keepalive_arm(struct node *n, uint64_t delay)
 		log_warnx("cannot arm the keepalive timer: the lease will expire");
 }
 
+/*
+ * After a keepalive that failed early, the next try comes a third to a half of
+ * the lease's time left later (at least a second, at most an interval): a few
+ * tries, most of them late.  The failure that matters is etcd's own "waiting
+ * for the applied index took too long": etcd 3.4 renews a lease only once it
+ * has applied everything it committed, and gives up after a second.  While a
+ * trigger's writes keep its apply queue longer than that, no renewal can
+ * succeed, and each try costs etcd the CPU its apply queue needs; a thousand
+ * nodes retrying every second or two (as before) were most of the load that
+ * kept the queue long until every lease ran out.  Trying at halves of the time
+ * left gives etcd that CPU, and the late tries are the ones likely to find
+ * the queue drained.  Past the lease's time, once an interval: etcd's
+ * revocation waits in the same queue, and only its answer says the lease is
+ * gone.  A refused connection (etcd restarting) is tried the same
+ * way: the lease cannot be renewed sooner than etcd is back, and a member that
+ * comes back extends its leases.
+ */
 static uint64_t node_keepalive_retry(struct node *n)
 {
-	return backoff_delay(&keepalive_backoff, ++n->keepalive_failures);
+	uint64_t now = node_now(n), ttl = (uint64_t)n->lease_ttl * USEC_PER_SEC;
+	uint64_t expiry = n->lease_refreshed + ttl;
+
+	n->keepalive_failures++;
+	return backoff_before(expiry > now ? expiry - now : 0, USEC_PER_SEC,
+			      node_keepalive_interval(n));
 }
 
 /* After a failed grant or registration the lease is gone and no deadline is
@@ -206,7 +241,7 @@ static void node_on_grant(int error, int64_t lease, void *userdata)
 	n->lease_regrants++;
 	/* The new lease is kept alive from now on, even while its keys wait
 	 * for their turn in the write queue. */
-	node_keepalive_arm(n, node_keepalive_interval(n));
+	node_keepalive_arm(n, node_keepalive_first(n));
 	node_put_leased_keys_again(n);
 }
 

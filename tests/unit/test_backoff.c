@@ -1,7 +1,8 @@
 /*
  * test_backoff.c — the one retry delay (base/backoff.h): every draw inside its
  * window, the window doubling up to the cap, never below the floor, and
- * spread (full jitter: clients that failed together do not retry together).
+ * spread (full jitter: clients that failed together do not retry together);
+ * and the retry before a deadline, a third to a half of the time left.
  */
 #include <stdint.h>
 
@@ -46,6 +47,22 @@ int main(void)
 	range_of(&floored, 4, &lo, &hi);
 	ok(lo >= 100 && hi <= 800 && hi > 700, "never below the floor (%llu..%llu)",
 	   (unsigned long long)lo, (unsigned long long)hi);
+	/* before a deadline: a third to a half of what is left, within bounds */
+	uint64_t blo = UINT64_MAX, bhi = 0, plo = UINT64_MAX, phi = 0, slo = UINT64_MAX;
+	for (int i = 0; i < DRAWS; i++) {
+		uint64_t d = backoff_before(3000, 100, 10000), p = backoff_before(0, 100, 1000);
+		uint64_t s = backoff_before(150, 100, 10000);
+		blo = d < blo ? d : blo, bhi = d > bhi ? d : bhi;
+		plo = p < plo ? p : plo, phi = p > phi ? p : phi;
+		slo = s < slo ? s : slo;
+	}
+	ok(blo >= 1000 && bhi <= 1500 && blo < 1100 && bhi > 1400,
+	   "before a deadline: a third to a half of the time left (%llu..%llu)",
+	   (unsigned long long)blo, (unsigned long long)bhi);
+	ok(backoff_before(30000, 100, 1000) <= 1000, "before a deadline: never above most");
+	ok(slo == 100, "before a deadline: never below least (%llu)", (unsigned long long)slo);
+	ok(plo >= 500 && phi <= 1000, "past the deadline: half to all of most (%llu..%llu)",
+	   (unsigned long long)plo, (unsigned long long)phi);
 	ok(random_between(7, 7) == 7 && random_between(9, 3) == 9, "an empty range gives its low end");
 	return done_testing();
 }
