@@ -14,6 +14,8 @@
 #   ETCD_CPU=10 bench/daemons.sh       etcd held to 10 % of one core during the
 #                                      triggers (a cpu cgroup, v1 or v2; root):
 #                                      an etcd slower than the request timeout
+#   ETCD_STOP=10 bench/daemons.sh      etcd stopped (SIGSTOP) for 10 s, 1 s into
+#                                      each trigger (ETCD_STOP_AFTER)
 #   WARM=0 bench/daemons.sh            no warm-up trigger: the first measured one
 #                                      is every daemon's first run (a first boot:
 #                                      each publishes its services)

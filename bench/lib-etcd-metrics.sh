@@ -201,6 +201,15 @@ bench_trigger() {
 	BT_T0=$(now_ms)
 	# patient: under a slow etcd (ETCD_CPU) the default 5 s would give up
 	orchestrate --timeout 60 trigger_update "$v" >/dev/null
+	# ETCD_STOP=S: etcd stopped (SIGSTOP) for S seconds, ETCD_STOP_AFTER (1)
+	# seconds into the trigger, while the nodes' writes are out: longer than
+	# the request timeout, shorter than a lease
+	if [ -n "${ETCD_STOP:-}" ]; then
+		sleep "${ETCD_STOP_AFTER:-1}"
+		kill -STOP "${ETCD_PIDS[@]}"
+		sleep "$ETCD_STOP"
+		kill -CONT "${ETCD_PIDS[@]}"
+	fi
 	deadline=$((BT_T0 + ${TRIGGER_TIMEOUT:-120} * 1000))
 	while [ "$(now_ms)" -lt "$deadline" ]; do
 		at=$({ grep -F "\"version\":\"$v\"" "$out.at.raw" || true; } | awk '{ print $2 }' | sort -u | wc -l)

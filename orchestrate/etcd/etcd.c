@@ -382,9 +382,12 @@ int etcd_grpc_errno(long grpc_code, const char *message, bool have_user,
 		return -EINVAL;
 	default:
 		/* Unknown or Internal: "leader changed", "no leader" and friends
-		 * are transient on this member. */
+		 * are transient on this member; so is the gateway's own "context
+		 * deadline exceeded" (etcd did not answer it in time: the request
+		 * may still be applied, so it is no definite failure). */
 		if (strstr(message, "leader") || strstr(message, "timed out") ||
-		    strstr(message, "too many requests")) {
+		    strstr(message, "too many requests") ||
+		    strstr(message, "deadline exceeded") || strstr(message, "context canceled")) {
 			*ret_retry_elsewhere = true;
 			return -ECONNREFUSED;
 		}

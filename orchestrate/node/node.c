@@ -608,6 +608,7 @@ void node_stop(struct node *n)
 	node_timer_cancel(&n->once_deadline);
 	node_timer_cancel(&n->progress_timer);
 	node_timer_cancel(&n->deadline_timer);
+	node_timer_cancel(&n->refused_timer);
 	node_timer_cancel(&n->publish_timer);
 	node_write_stop(n);
 	if (!n->run_hook && !n->services_hook && !n->write) {
@@ -818,6 +819,7 @@ struct node *node_free(struct node *n)
 	sd_event_source_disable_unref(n->stop_timer);
 	sd_event_source_disable_unref(n->progress_timer);
 	sd_event_source_disable_unref(n->deadline_timer);
+	sd_event_source_disable_unref(n->refused_timer);
 	sd_event_source_disable_unref(n->publish_timer);
 	free(n->fail_version);
 	etcd_client_free(n->etcd);

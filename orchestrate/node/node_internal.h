@@ -129,6 +129,7 @@ struct node {
 	int64_t first_failure;		/* unix time of the first */
 	int64_t run_trigger;		/* the trigger the run started at */
 	sd_event_source *deadline_timer;	/* healthy_deadline of this run */
+	sd_event_source *refused_timer;	/* a start refused: decide again after it */
 	sd_event_source *publish_timer;	/* a first run's early publication */
 	bool deadline_passed;
 	bool baked;			/* min_healthy_time is over (or not needed) */

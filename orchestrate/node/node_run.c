@@ -680,17 +680,38 @@ bool node_start_run(struct node *n)
 	return true;
 }
 
+static int node_on_refused_timer(sd_event_source *s, uint64_t usec, void *userdata)
+{
+	struct node *n = userdata;
+
+	node_timer_cancel(&n->refused_timer);
+	n->start_refused = false;
+	node_schedule_evaluate(n);
+	return 0;
+}
+
 static void node_start_written(struct node *n, int r)
 {
 	long deadline = n->model.policy_state == 1 ? n->model.policy.healthy_deadline : 0;
 
 	if (r == -ECANCELED) {
+		/* Decided again when the change that refused it reaches the
+		 * model (node_sync.c), and after a backoff in any case: the
+		 * change may be one the model never shows, such as this host's
+		 * own earlier start, given up on and applied late, which moved
+		 * puppet/running after this send's settle point.  Waiting for
+		 * the model alone left such a host idle until the next trigger. */
 		n->start_refused = true;
 		log_info("the rollout of %s changed as this host was about to start: deciding again",
 			 n->run_version);
 		node_set_state(n, NODE_IDLE, "the rollout of %s changed: deciding again",
 			       n->run_version);
 		set_str(&n->run_version, NULL);
+		n->retry_failures++;
+		if (node_timer_arm(n, &n->refused_timer,
+				   backoff_delay(&node_write_backoff, n->retry_failures),
+				   node_on_refused_timer) < 0)
+			log_warnx("cannot arm the timer to decide again");
 		return;
 	}
 	if (n->stopping) {

@@ -10,6 +10,7 @@
 #include "base/base64.h"
 #include "base/cleanup.h"
 #include "etcd/etcd.h"
+#include "../../orchestrate/etcd/etcd_internal.h"
 #include "tap.h"
 
 static void test_base64(void)
@@ -207,8 +208,39 @@ static void test_prefix_end(void)
 	ok(n == 1 && end[0] == '\0', "empty prefix means every key");
 }
 
+/* What an error from etcd means to the caller: a definite failure, or one
+ * after which the request may still be applied (transient: -ECONNREFUSED). */
+static void test_grpc_errno(void)
+{
+	static const struct {
+		long code;
+		const char *message;
+		int errno_;
+	} cases[] = {
+		{ 14, "etcdserver: request timed out", -ECONNREFUSED },
+		{ 14, "etcdserver: request timed out, waiting for the applied index took too long",
+		  -ECONNREFUSED },
+		{ 4, "context deadline exceeded", -ECONNREFUSED },
+		/* the gateway's own deadline, as grpc code Unknown */
+		{ 2, "context deadline exceeded", -ECONNREFUSED },
+		{ 1, "context canceled", -ECONNREFUSED },
+		{ 2, "etcdserver: leader changed", -ECONNREFUSED },
+		{ 2, "something else", -EPROTO },
+		{ 5, "etcdserver: requested lease not found", -EINVAL },
+		{ 7, "etcdserver: permission denied", -EACCES },
+		{ 8, "etcdserver: mvcc: database space exceeded", -ENOSPC },
+	};
+	for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+		bool retry, reauth;
+		int r = etcd_grpc_errno(cases[i].code, cases[i].message, false, &retry, &reauth);
+		ok(r == cases[i].errno_, "grpc %ld '%s': %d (want %d)", cases[i].code,
+		   cases[i].message, r, cases[i].errno_);
+	}
+}
+
 int main(void)
 {
+	test_grpc_errno();
 	test_base64();
 	test_range();
 	test_int64();
