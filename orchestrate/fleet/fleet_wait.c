@@ -435,11 +435,6 @@ static void progress_report_release(struct progress_report *pr)
 	pr->halted = pr->reverted_to = pr->retrying = NULL;
 }
 
-static bool streq_null(const char *a, const char *b)
-{
-	return a == b || (a && b && strcmp(a, b) == 0);
-}
-
 static int report(struct progress_report *pr, const struct fleet_progress *p)
 {
 	const struct fleet_progress *l = &pr->last;
@@ -448,8 +443,8 @@ static int report(struct progress_report *pr, const struct fleet_progress *p)
 		return 0;
 	if (pr->called && l->have == p->have && l->want == p->want && l->states == p->states &&
 	    l->failed == p->failed && l->waiting == p->waiting &&
-	    streq_null(l->halted, p->halted) && streq_null(l->reverted_to, p->reverted_to) &&
-	    streq_null(l->retrying, p->retrying))
+	    streq_ptr(l->halted, p->halted) && streq_ptr(l->reverted_to, p->reverted_to) &&
+	    streq_ptr(l->retrying, p->retrying))
 		return 0;
 	pr->fn(p, pr->userdata);
 	progress_report_release(pr);
@@ -483,11 +478,11 @@ enum fleet_host_state fleet_wait_host_state(const char *version, const char *run
 					    const char *puppet_failed,
 					    const char *validation_failed, const char *pending)
 {
-	if (streq_null(running, version))
+	if (streq_ptr(running, version))
 		return FLEET_HOST_AT;
-	if (streq_null(puppet_failed, version) || streq_null(validation_failed, version))
+	if (streq_ptr(puppet_failed, version) || streq_ptr(validation_failed, version))
 		return FLEET_HOST_FAILED;
-	if (streq_null(pending, version))
+	if (streq_ptr(pending, version))
 		return FLEET_HOST_WAITING;
 	return FLEET_HOST_OTHER;
 }
@@ -648,7 +643,7 @@ static int version_reached(void *userdata)
 /* Whether s (running_version/, decoded) has host at version. */
 static bool host_at(const struct keyset *s, const char *host, const char *version)
 {
-	return streq_null(keyset_value(s, host), version);
+	return streq_ptr(keyset_value(s, host), version);
 }
 
 int fleet_wait_hosts_at_version(struct fleet *f, const char *version, char *const *hosts,
