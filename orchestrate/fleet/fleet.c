@@ -36,6 +36,7 @@
 #include "base/clock.h"
 #include "etcd/etcd.h"
 #include "fleet/fleet.h"
+#include "fleet_internal.h"
 #include "fleet/fleet_rollout.h"
 #include "fleet/catalog.h"
 #include "fleet/schema.h"
@@ -59,11 +60,6 @@
 int64_t fleet_now(void)
 {
 	return clock_unix();
-}
-
-static const char *fleet_prefix(const struct fleet *f)
-{
-	return f->prefix ? f->prefix : "";
 }
 
 static bool name_ok(const char *name)

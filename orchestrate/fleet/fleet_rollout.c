@@ -14,14 +14,10 @@
 
 #include "base/cleanup.h"
 #include "etcd/etcd.h"
+#include "fleet_internal.h"
 #include "fleet/fleet_rollout.h"
 #include "fleet/schema.h"
 
-
-static const char *prefix_of(const struct fleet *f)
-{
-	return f->prefix ? f->prefix : "";
-}
 
 /* --- the records ---------------------------------------------------------------------- */
 
@@ -142,7 +138,7 @@ static int halt_txn(struct fleet *f, const char *version, int64_t trigger, int64
 		    const struct rollout_record *rec, const struct etcd_kv *prev, bool *ret_ok,
 		    int64_t *ret_revision)
 {
-	const char *P = prefix_of(f);
+	const char *P = fleet_prefix(f);
 	_cleanup_(freep) char *k_cur = key_current_version(P);
 	_cleanup_(freep) char *k_prev = key_previous_version(P);
 	_cleanup_(freep) char *k_halt = key_rollout_halted(P);
@@ -171,7 +167,7 @@ int fleet_halt(struct fleet *f, const char *version, int64_t trigger, int64_t ha
 	       char **ret_reverted_to, int64_t *ret_revision)
 {
 	_cleanup_(etcd_kv_releasep) struct etcd_kv prev = { 0 };
-	_cleanup_(freep) char *k_prev = key_previous_version(prefix_of(f));
+	_cleanup_(freep) char *k_prev = key_previous_version(fleet_prefix(f));
 	struct rollout_record rec = {
 		.version = (char *)version, .trigger = trigger, .host = (char *)host,
 		.reason = (char *)reason, .failed = failed,
@@ -215,7 +211,7 @@ int fleet_halt(struct fleet *f, const char *version, int64_t trigger, int64_t ha
 int fleet_record_dead_holder(struct fleet *f, const char *host, int64_t revision,
 			     const char *version, int64_t trigger)
 {
-	const char *P = prefix_of(f);
+	const char *P = fleet_prefix(f);
 	_cleanup_(freep) char *k_run = key_status(P, STATUS_PUPPET, STATE_RUNNING, host);
 	_cleanup_(freep) char *k_failed = key_rollout_failed(P, host);
 	_cleanup_(freep) char *value = NULL;
@@ -251,7 +247,7 @@ int fleet_record_dead_holder(struct fleet *f, const char *host, int64_t revision
 
 int fleet_promote(struct fleet *f, const char *by, int64_t expect_trigger, char **ret_version)
 {
-	const char *P = prefix_of(f);
+	const char *P = fleet_prefix(f);
 	_cleanup_(freep) char *k_cur = key_current_version(P);
 	_cleanup_(freep) char *k_prom = key_rollout_promoted(P);
 	_cleanup_(freep) char *value = NULL;
@@ -305,7 +301,7 @@ int fleet_promote(struct fleet *f, const char *by, int64_t expect_trigger, char 
 
 int fleet_rollout_resume(struct fleet *f)
 {
-	const char *P = prefix_of(f);
+	const char *P = fleet_prefix(f);
 	_cleanup_(freep) char *k_halt = key_rollout_halted(P);
 	_cleanup_(freep) char *k_failed = key_rollout_failed_dir(P);
 	_cleanup_(etcd_kv_releasep) struct etcd_kv halt = { 0 };
@@ -345,7 +341,7 @@ static bool kv_is(const struct etcd_kv *kv, const char *key)
 
 int fleet_rollout_state(struct fleet *f, struct rollout_state *ret)
 {
-	const char *P = prefix_of(f);
+	const char *P = fleet_prefix(f);
 	_cleanup_(freep) char *k_cur = key_current_version(P);
 	_cleanup_(freep) char *k_dir = key_rollout_dir(P);
 	_cleanup_(freep) char *k_failed = key_rollout_failed_dir(P);
