@@ -34,6 +34,7 @@
 #include "base/buf.h"
 #include "base/cleanup.h"
 #include "base/clock.h"
+#include "base/json.h"
 #include "etcd/etcd.h"
 #include "fleet/fleet.h"
 #include "fleet_internal.h"
@@ -143,13 +144,6 @@ static int json_add_time(cJSON *obj, const char *name, int64_t t)
 	return cJSON_AddNumberToObject(obj, name, (double)t) ? 0 : -ENOMEM;
 }
 
-static int json_add_string(cJSON *obj, const char *name, const char *s)
-{
-	if (!s)
-		return 0;
-	return cJSON_AddStringToObject(obj, name, s) ? 0 : -ENOMEM;
-}
-
 /* Parses a value read from etcd; NULL when it is not a JSON object. */
 static cJSON *json_parse_object(const struct etcd_kv *kv)
 {
@@ -161,16 +155,6 @@ static cJSON *json_parse_object(const struct etcd_kv *kv)
 		return NULL;
 	}
 	return j;
-}
-
-static int64_t json_get_int(const cJSON *obj, const char *name)
-{
-	const cJSON *n = cJSON_GetObjectItemCaseSensitive(obj, name);
-	if (!cJSON_IsNumber(n))
-		return 0;
-	if (n->valuedouble > 9.2e18 || n->valuedouble < -9.2e18)
-		return 0;
-	return (int64_t)n->valuedouble;
 }
 
 static const char *json_get_string(const cJSON *obj, const char *name)
@@ -214,18 +198,18 @@ static int status_value_extra(const char *version, int exit_code, const char *de
 			return r;
 	}
 	if ((r = json_add_time(obj, "time", fleet_now())) < 0 ||
-	    (r = json_add_string(obj, "version", version)) < 0)
+	    (r = json_add_string_opt(obj, "version", version)) < 0)
 		return r;
 	if (!cJSON_AddNumberToObject(obj, "exit_code", exit_code))
 		return -ENOMEM;
-	if ((r = json_add_string(obj, "detail", tail)) < 0)
+	if ((r = json_add_string_opt(obj, "detail", tail)) < 0)
 		return r;
 	if (extra) {
 		if ((extra->attempts > 0 &&
 		     !cJSON_AddNumberToObject(obj, "attempts", (double)extra->attempts)) ||
 		    (extra->first_failure > 0 &&
 		     (r = json_add_time(obj, "first_failure", extra->first_failure)) < 0) ||
-		    (extra->wait && (r = json_add_string(obj, "wait", extra->wait)) < 0))
+		    (extra->wait && (r = json_add_string_opt(obj, "wait", extra->wait)) < 0))
 			return r < 0 ? r : -ENOMEM;
 	}
 	return json_print(obj, ret);
@@ -421,7 +405,7 @@ static int running_value(const char *version, char **ret)
 
 	if (!obj)
 		return -ENOMEM;
-	if ((r = json_add_string(obj, "version", version)) < 0 ||
+	if ((r = json_add_string_opt(obj, "version", version)) < 0 ||
 	    (r = json_add_time(obj, "time", fleet_now())) < 0)
 		return r;
 	return json_print(obj, ret);
@@ -679,7 +663,7 @@ static int alive_value(const char *version, long pid, char **ret)
 	if (!obj)
 		return -ENOMEM;
 	if ((r = json_add_time(obj, "time", fleet_now())) < 0 ||
-	    (r = json_add_string(obj, "version", version)) < 0)
+	    (r = json_add_string_opt(obj, "version", version)) < 0)
 		return r;
 	if (!cJSON_AddNumberToObject(obj, "pid", (double)pid))
 		return -ENOMEM;
@@ -969,7 +953,7 @@ int fleet_pause(struct fleet *f, enum pause_scope scope, const char *name, const
 		return -ENOMEM;
 	if (reason && (r = text_tail(reason, SCHEMA_DETAIL_MAX, &why)) < 0)
 		return r;
-	if ((r = json_add_string(obj, "reason", why ? why : "")) < 0 ||
+	if ((r = json_add_string_opt(obj, "reason", why ? why : "")) < 0 ||
 	    (r = json_add_time(obj, "time", fleet_now())) < 0 ||
 	    (r = json_print(obj, &value)) < 0)
 		return r;
@@ -1494,8 +1478,8 @@ static int holder_value(const char *host, const char *version, const char *group
 		return -EINVAL;
 	if (!obj)
 		return -ENOMEM;
-	if ((r = json_add_string(obj, "version", version)) < 0 ||
-	    (r = json_add_string(obj, "group", group)) < 0)
+	if ((r = json_add_string_opt(obj, "version", version)) < 0 ||
+	    (r = json_add_string_opt(obj, "group", group)) < 0)
 		return r;
 	return json_print(obj, ret);
 }
@@ -2046,7 +2030,7 @@ int fleet_batch_alive(struct fleet_batch *b, const char *host, const char *versi
 	if (!obj)
 		return -ENOMEM;
 	if ((r = json_add_time(obj, "time", fleet_now())) < 0 ||
-	    (r = json_add_string(obj, "version", version)) < 0)
+	    (r = json_add_string_opt(obj, "version", version)) < 0)
 		return r;
 	if (!cJSON_AddNumberToObject(obj, "pid", (double)pid))
 		return -ENOMEM;

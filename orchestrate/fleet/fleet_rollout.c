@@ -13,6 +13,7 @@
 #include <cjson/cJSON.h>
 
 #include "base/cleanup.h"
+#include "base/json.h"
 #include "etcd/etcd.h"
 #include "fleet_internal.h"
 #include "fleet/fleet_rollout.h"
@@ -42,14 +43,6 @@ static int dup_string(const cJSON *obj, const char *name, char **ret)
 	return *ret ? 0 : -ENOMEM;
 }
 
-static int64_t get_int(const cJSON *obj, const char *name)
-{
-	const cJSON *n = cJSON_GetObjectItemCaseSensitive(obj, name);
-	if (!cJSON_IsNumber(n) || n->valuedouble < 0 || n->valuedouble > 9e15)
-		return 0;
-	return (int64_t)n->valuedouble;
-}
-
 int rollout_record_decode(const char *value, size_t len, struct rollout_record *ret)
 {
 	_cleanup_(cJSON_Deletep) cJSON *obj = value ? cJSON_ParseWithLength(value, len) : NULL;
@@ -68,10 +61,10 @@ int rollout_record_decode(const char *value, size_t len, struct rollout_record *
 		return -EPROTO;
 	if (r.reverted_to && !schema_name_valid(r.reverted_to))
 		return -EPROTO;
-	r.trigger = get_int(obj, "trigger");
-	r.time = get_int(obj, "time");
-	r.attempts = (long)get_int(obj, "attempts");
-	r.failed = (long)get_int(obj, "failed");
+	r.trigger = json_get_int_range(obj, "trigger", 0, JSON_COUNT_MAX);
+	r.time = json_get_int_range(obj, "time", 0, JSON_COUNT_MAX);
+	r.attempts = (long)json_get_int_range(obj, "attempts", 0, JSON_COUNT_MAX);
+	r.failed = (long)json_get_int_range(obj, "failed", 0, JSON_COUNT_MAX);
 	*ret = r;
 	r = (struct rollout_record){ 0 };
 	return 0;

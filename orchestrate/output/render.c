@@ -20,6 +20,7 @@
 
 #include "base/buf.h"
 #include "base/cleanup.h"
+#include "base/json.h"
 #include "fleet/fleet.h"
 #include "fleet/fleet_rollout.h"
 #include "output/render.h"
@@ -1082,12 +1083,6 @@ int render_sanitize(const char *text, size_t len, enum render_text mode, struct 
 
 /* --- what the commands print ------------------------------------------------------ */
 
-/* Adds a string member, or null when s is NULL; false when out of memory. */
-static bool json_add_string(cJSON *obj, const char *name, const char *s)
-{
-	return json_add(obj, name, json_string_or_null(s));
-}
-
 static cJSON *json_strings(char *const *items)
 {
 	_cleanup_(cJSON_Deletep) cJSON *arr = cJSON_CreateArray();
@@ -1108,7 +1103,7 @@ int render_json_version(FILE *out, const char *field, const char *version)
 {
 	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
 
-	if (!obj || !json_add_string(obj, field, version))
+	if (!obj || json_add_string_or_null(obj, field, version) < 0)
 		return -ENOMEM;
 	return json_emit(obj, out);
 }
@@ -1118,11 +1113,11 @@ int render_json_pending(FILE *out, const char *local, const char *desired, bool 
 {
 	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
 
-	if (!obj || !json_add_string(obj, "local", local) ||
-	    !json_add_string(obj, "desired", desired) ||
+	if (!obj || json_add_string_or_null(obj, "local", local) < 0 ||
+	    json_add_string_or_null(obj, "desired", desired) < 0 ||
 	    !json_add(obj, "pending", cJSON_CreateBool(pending)) ||
 	    !json_add(obj, "reachable", cJSON_CreateBool(reachable)) ||
-	    !json_add_string(obj, "message", message))
+	    json_add_string_or_null(obj, "message", message) < 0)
 		return -ENOMEM;
 	return json_emit(obj, out);
 }
@@ -1131,7 +1126,7 @@ int render_json_names(FILE *out, const char *version, const char *field, char *c
 {
 	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
 
-	if (!obj || (version && !json_add_string(obj, "version", version)) ||
+	if (!obj || (version && json_add_string_or_null(obj, "version", version) < 0) ||
 	    !json_add(obj, field, json_strings(names)))
 		return -ENOMEM;
 	return json_emit(obj, out);
@@ -1151,7 +1146,7 @@ int render_json_single_version(FILE *out, const char *version, bool single,
 	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
 	cJSON *running;
 
-	if (!obj || !json_add_string(obj, "version", version) ||
+	if (!obj || json_add_string_or_null(obj, "version", version) < 0 ||
 	    !json_add(obj, "single", cJSON_CreateBool(single)) ||
 	    !(running = cJSON_AddObjectToObject(obj, "running_versions")))
 		return -ENOMEM;
@@ -1224,11 +1219,11 @@ int render_json_health(FILE *out, const struct render_health *h)
 {
 	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
 
-	if (!obj || !json_add_string(obj, "host", h->host) ||
-	    !json_add_string(obj, "puppet", state_or_null(h->puppet)) ||
-	    !json_add_string(obj, "validation", state_or_null(h->validation)) ||
-	    !json_add_string(obj, "puppet_detail", h->puppet_detail) ||
-	    !json_add_string(obj, "validation_detail", h->validation_detail))
+	if (!obj || json_add_string_or_null(obj, "host", h->host) < 0 ||
+	    json_add_string_or_null(obj, "puppet", state_or_null(h->puppet)) < 0 ||
+	    json_add_string_or_null(obj, "validation", state_or_null(h->validation)) < 0 ||
+	    json_add_string_or_null(obj, "puppet_detail", h->puppet_detail) < 0 ||
+	    json_add_string_or_null(obj, "validation_detail", h->validation_detail) < 0)
 		return -ENOMEM;
 	return json_emit(obj, out);
 }
@@ -1251,9 +1246,9 @@ int render_json_ping(FILE *out, const char *endpoint, const char *server_version
 {
 	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
 
-	if (!obj || !json_add_string(obj, "endpoint", endpoint) ||
-	    !json_add_string(obj, "version", server_version) ||
-	    (error && !json_add_string(obj, "error", error)))
+	if (!obj || json_add_string_or_null(obj, "endpoint", endpoint) < 0 ||
+	    json_add_string_or_null(obj, "version", server_version) < 0 ||
+	    (error && json_add_string_or_null(obj, "error", error) < 0))
 		return -ENOMEM;
 	return json_emit(obj, out);
 }
@@ -1274,9 +1269,9 @@ int render_json_catalog(FILE *out, const struct catalog *cat)
 			cJSON_Delete(o);
 			return -ENOMEM;
 		}
-		if (!json_add_string(o, "service", e->service) ||
-		    !json_add_string(o, "host", e->host) || !json_add_string(o, "iface", e->iface) ||
-		    !json_add_string(o, "address", e->address) ||
+		if (json_add_string_or_null(o, "service", e->service) < 0 ||
+		    json_add_string_or_null(o, "host", e->host) < 0 || json_add_string_or_null(o, "iface", e->iface) < 0 ||
+		    json_add_string_or_null(o, "address", e->address) < 0 ||
 		    !json_add(o, "healthy", cJSON_CreateBool(e->healthy)))
 			return -ENOMEM;
 	}
@@ -1288,7 +1283,7 @@ int render_json_service_wait(FILE *out, const char *service, size_t count, bool 
 {
 	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
 
-	if (!obj || !json_add_string(obj, "service", service) ||
+	if (!obj || json_add_string_or_null(obj, "service", service) < 0 ||
 	    !json_add(obj, "count", cJSON_CreateNumber((double)count)) ||
 	    !json_add(obj, "healthy", cJSON_CreateBool(healthy)) ||
 	    !json_add(obj, "seen", cJSON_CreateNumber((double)seen)) ||
@@ -1442,19 +1437,19 @@ int render_json_host(FILE *out, const struct fleet_view *v, const struct host_vi
 	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
 	cJSON *states, *alive;
 
-	if (!obj || !json_add_string(obj, "host", h->host) ||
-	    !json_add_string(obj, "group", h->group) ||
-	    !json_add_string(obj, "running_version", h->running_version) ||
-	    !json_add_string(obj, "desired_version", v->current_version) ||
+	if (!obj || json_add_string_or_null(obj, "host", h->host) < 0 ||
+	    json_add_string_or_null(obj, "group", h->group) < 0 ||
+	    json_add_string_or_null(obj, "running_version", h->running_version) < 0 ||
+	    json_add_string_or_null(obj, "desired_version", v->current_version) < 0 ||
 	    !json_add(obj, "behind", cJSON_CreateBool(host_behind(v, h))) ||
-	    !json_add_string(obj, "paused", h->paused) ||
-	    !json_add_string(obj, "wait", h->wait))
+	    json_add_string_or_null(obj, "paused", h->paused) < 0 ||
+	    json_add_string_or_null(obj, "wait", h->wait) < 0)
 		return -ENOMEM;
 	if (rec->alive) {
 		if (!(alive = cJSON_AddObjectToObject(obj, "alive")) ||
 		    !json_add(alive, "time", cJSON_CreateNumber((double)rec->alive_time)) ||
 		    !json_add(alive, "pid", cJSON_CreateNumber((double)rec->alive_pid)) ||
-		    !json_add_string(alive, "version", rec->alive_version) ||
+		    json_add_string_or_null(alive, "version", rec->alive_version) < 0 ||
 		    !json_add(alive, "lease", cJSON_CreateNumber((double)rec->lease)))
 			return -ENOMEM;
 	} else if (!json_add(obj, "alive", cJSON_CreateNull())) {
@@ -1469,15 +1464,15 @@ int render_json_host(FILE *out, const struct fleet_view *v, const struct host_vi
 			cJSON_Delete(s);
 			return -ENOMEM;
 		}
-		if (!json_add_string(s, "type", status_type_name(st->type)) ||
-		    !json_add_string(s, "state", status_state_name(st->state)) ||
+		if (json_add_string_or_null(s, "type", status_type_name(st->type)) < 0 ||
+		    json_add_string_or_null(s, "state", status_state_name(st->state)) < 0 ||
 		    !json_add(s, "time", cJSON_CreateNumber((double)st->time)) ||
 		    !json_add(s, "exit_code", cJSON_CreateNumber(st->exit_code)) ||
-		    !json_add_string(s, "version", st->version) ||
-		    !json_add_string(s, "detail", st->detail) ||
+		    json_add_string_or_null(s, "version", st->version) < 0 ||
+		    json_add_string_or_null(s, "detail", st->detail) < 0 ||
 		    !json_add(s, "attempts", cJSON_CreateNumber((double)st->attempts)) ||
 		    !json_add(s, "first_failure", cJSON_CreateNumber((double)st->first_failure)) ||
-		    !json_add_string(s, "wait", st->wait))
+		    json_add_string_or_null(s, "wait", st->wait) < 0)
 			return -ENOMEM;
 	}
 	return json_emit(obj, out);
@@ -1525,10 +1520,10 @@ int render_json_pauses(FILE *out, const struct pause_entry *p, size_t n)
 			cJSON_Delete(e);
 			return -ENOMEM;
 		}
-		if (!json_add_string(e, "scope", pause_scope_name(p[i].scope)) ||
-		    !json_add_string(e, "name", p[i].name) ||
+		if (json_add_string_or_null(e, "scope", pause_scope_name(p[i].scope)) < 0 ||
+		    json_add_string_or_null(e, "name", p[i].name) < 0 ||
 		    !json_add(e, "time", cJSON_CreateNumber((double)p[i].time)) ||
-		    !json_add_string(e, "reason", p[i].reason))
+		    json_add_string_or_null(e, "reason", p[i].reason) < 0)
 			return -ENOMEM;
 	}
 	return json_emit(obj, out);
