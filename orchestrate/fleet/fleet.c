@@ -86,51 +86,6 @@ static int written(int r)
 	return r < 0 ? r : 0;
 }
 
-/* --- text -------------------------------------------------------------------- */
-
-/*
- * The last max bytes of s as valid UTF-8.  A failed run's error is at the end of
- * its output, so the tail is what is kept; the cut never splits a multibyte
- * sequence, and invalid bytes become U+FFFD (cJSON would emit them raw and make
- * the value invalid JSON for every other reader).
- */
-static int text_tail(const char *s, size_t max, char **ret)
-{
-	_cleanup_(buf_releasep) struct buf b = BUF_INIT;
-	size_t len = strlen(s);
-	const unsigned char *p = (const unsigned char *)s, *end = p + len;
-	int r;
-
-	if (len > max) {
-		p = end - max;
-		/* the continuation bytes of a sequence the cut went through */
-		for (int i = 0; i < 3 && p < end && (*p & 0xc0) == 0x80; i++)
-			p++;
-	}
-	r = buf_grow(&b, (size_t)(end - p));
-	if (r < 0)
-		return r;
-	while (p < end) {
-		size_t n = utf8_sequence(p, (size_t)(end - p), NULL);
-		if (n)
-			r = buf_add(&b, p, n);
-		else
-			r = buf_add(&b, "\xef\xbf\xbd", 3), n = 1;
-		if (r < 0)
-			return r;
-		p += n;
-	}
-	if (b.len > max) {
-		/* replacements made it longer: cut again at a character boundary */
-		size_t start = b.len - max;
-		while (start < b.len && (b.data[start] & 0xc0) == 0x80)
-			start++;
-		buf_consume(&b, start);
-	}
-	*ret = buf_detach(&b);
-	return *ret ? 0 : -ENOMEM;
-}
-
 /* --- JSON values ------------------------------------------------------------- */
 
 static int json_print(cJSON *obj, char **ret)
@@ -193,7 +148,7 @@ static int status_value_extra(const char *version, int exit_code, const char *de
 	if (!obj)
 		return -ENOMEM;
 	if (detail) {
-		r = text_tail(detail, SCHEMA_DETAIL_MAX, &tail);
+		r = utf8_tail(detail, SCHEMA_DETAIL_MAX, &tail);
 		if (r < 0)
 			return r;
 	}
@@ -641,7 +596,7 @@ int fleet_get_status(struct fleet *f, const char *host, enum status_type type,
 			free(detail);
 			detail = NULL;
 			const char *d = json_get_string(obj, "detail");
-			if (d && (r = text_tail(d, SCHEMA_DETAIL_MAX, &detail)) < 0)
+			if (d && (r = utf8_tail(d, SCHEMA_DETAIL_MAX, &detail)) < 0)
 				return r;
 		}
 	}
@@ -951,7 +906,7 @@ int fleet_pause(struct fleet *f, enum pause_scope scope, const char *name, const
 
 	if (!key || !obj)
 		return -ENOMEM;
-	if (reason && (r = text_tail(reason, SCHEMA_DETAIL_MAX, &why)) < 0)
+	if (reason && (r = utf8_tail(reason, SCHEMA_DETAIL_MAX, &why)) < 0)
 		return r;
 	if ((r = json_add_string_opt(obj, "reason", why ? why : "")) < 0 ||
 	    (r = json_add_time(obj, "time", fleet_now())) < 0 ||
@@ -981,7 +936,7 @@ static int pause_reason(const struct etcd_kv *kv, const char *scope, char **ret)
 	const char *reason = json_get_string(obj, "reason");
 	int r;
 
-	if (reason && *reason && (r = text_tail(reason, SCHEMA_DETAIL_MAX, &why)) < 0)
+	if (reason && *reason && (r = utf8_tail(reason, SCHEMA_DETAIL_MAX, &why)) < 0)
 		return r;
 	r = why ? buf_printf(&b, "%s: %s", scope, why) : buf_adds(&b, scope);
 	if (r < 0)
@@ -1088,7 +1043,7 @@ static int pause_entry_add(const struct etcd_kv *kv, const char *dir, const char
 	struct pause_entry *e = &(*v)[*n];
 	*e = (struct pause_entry){ .scope = scope, .time = json_get_int(obj, "time") };
 	if ((name && !(e->name = strdup(name))) ||
-	    (reason && *reason && text_tail(reason, SCHEMA_DETAIL_MAX, &e->reason) < 0)) {
+	    (reason && *reason && utf8_tail(reason, SCHEMA_DETAIL_MAX, &e->reason) < 0)) {
 		free(e->name);
 		return -ENOMEM;
 	}
@@ -1690,7 +1645,7 @@ static int view_add_status(struct host_view *h, struct status_seen *seen, char *
 		return r;
 	const char *d = json_get_string(obj, "detail");
 	if (d && *d)
-		return text_tail(d, SCHEMA_DETAIL_MAX, &seen->detail[type]);
+		return utf8_tail(d, SCHEMA_DETAIL_MAX, &seen->detail[type]);
 	return 0;
 }
 
