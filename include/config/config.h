@@ -18,10 +18,13 @@
 #include <stddef.h>
 
 #define CONFIG_DEFAULT_PATH "/etc/orchestrate/orchestrate.yaml"
+/* etcd when nothing names it (orchestrate(1) "--etcd"). */
+#define CONFIG_DEFAULT_ENDPOINT "http://127.0.0.1:2379"
 /* The daemon's own files (orchestrated(8) "FILES"): in its state directory,
  * which its user owns, so that it needs no write access anywhere else. */
-#define CONFIG_DEFAULT_LOCAL_VERSION "/var/lib/orchestrate/current_version"
-#define CONFIG_DEFAULT_HIERA_SERVICES "/var/lib/orchestrate/hiera/services.yaml"
+#define CONFIG_DEFAULT_STATE_DIR "/var/lib/orchestrate"
+#define CONFIG_DEFAULT_LOCAL_VERSION CONFIG_DEFAULT_STATE_DIR "/current_version"
+#define CONFIG_DEFAULT_HIERA_SERVICES CONFIG_DEFAULT_STATE_DIR "/hiera/services.yaml"
 #define CONFIG_DEFAULT_DAEMON_USER "orchestrate"
 
 struct config_depend {
@@ -39,7 +42,7 @@ struct config {
 	char *path;			/* the file it came from, or NULL for defaults */
 
 	/* etcd: */
-	char **endpoints;		/* NULL-terminated; default {"http://127.0.0.1:2379"} */
+	char **endpoints;		/* NULL-terminated; default {CONFIG_DEFAULT_ENDPOINT} */
 	char *prefix;			/* default "" */
 	char *cacert, *cert, *key;	/* default NULL */
 	char *user;			/* default NULL */

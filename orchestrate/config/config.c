@@ -195,7 +195,7 @@ int config_new_default(struct config **ret)
 	c->endpoints = calloc(2, sizeof(char *));
 	if (!c->endpoints)
 		return -ENOMEM;
-	c->endpoints[0] = strdup("http://127.0.0.1:2379");
+	c->endpoints[0] = strdup(CONFIG_DEFAULT_ENDPOINT);
 	c->services = calloc(1, sizeof(char *));
 	c->prefix = strdup("");
 	c->profile_list = strdup("/var/lib/puppet/profile_list.txt");
@@ -203,7 +203,7 @@ int config_new_default(struct config **ret)
 	c->local_version = strdup(CONFIG_DEFAULT_LOCAL_VERSION);
 	c->hiera_services = strdup(CONFIG_DEFAULT_HIERA_SERVICES);
 	c->hook_daemon_user = strdup(CONFIG_DEFAULT_DAEMON_USER);
-	c->state_dir = strdup("/var/lib/orchestrate");
+	c->state_dir = strdup(CONFIG_DEFAULT_STATE_DIR);
 	c->hook_config = strdup(LIBEXECDIR "/hooks/config");
 	c->hook_validate = strdup(LIBEXECDIR "/hooks/validate");
 	c->hook_services = strdup(LIBEXECDIR "/hooks/services");
