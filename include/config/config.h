@@ -27,6 +27,14 @@
 #define CONFIG_DEFAULT_HIERA_SERVICES CONFIG_DEFAULT_STATE_DIR "/hiera/services.yaml"
 #define CONFIG_DEFAULT_DAEMON_USER "orchestrate"
 
+/*
+ * The hook kinds, in the order a version's run takes them: the one list of
+ * them, as X(NAME) for each.  A kind NAME has its path in struct config as
+ * hook_NAME, its key hooks.NAME in the file, and NAME is what the hook
+ * runner's protocol carries (hook_proto.h).
+ */
+#define CONFIG_HOOK_KINDS(X) X(upgrade) X(config) X(validate) X(services)
+
 struct config_depend {
 	char *service;
 	long count;		/* default 1 */
@@ -104,6 +112,9 @@ int config_load(const char *path, bool missing_ok, struct config **ret, char **r
 int config_parse(const char *text, size_t len, const char *name, struct config **ret,
 		 char **ret_error);
 struct config *config_free(struct config *c);
+/* The path configured for the hook kind name (NULL or "" for none); NULL
+ * too when name is no hook kind. */
+const char *config_hook_path(const struct config *cfg, const char *name);
 static inline void config_freep(struct config **c) { if (*c) config_free(*c); }
 
 #endif

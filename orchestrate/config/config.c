@@ -107,10 +107,9 @@ static const struct key_def keys[] = {
 	{ "paths", "state_dir", KIND_PATH, F(state_dir), 0, 0 },
 	{ "paths", "metrics_file", KIND_STRING, F(metrics_file), 0, 0 },
 
-	{ "hooks", "upgrade", KIND_STRING, F(hook_upgrade), 0, 0 },
-	{ "hooks", "config", KIND_STRING, F(hook_config), 0, 0 },
-	{ "hooks", "validate", KIND_STRING, F(hook_validate), 0, 0 },
-	{ "hooks", "services", KIND_STRING, F(hook_services), 0, 0 },
+#define HOOK_KEY(name) { "hooks", #name, KIND_STRING, F(hook_##name), 0, 0 },
+	CONFIG_HOOK_KINDS(HOOK_KEY)
+#undef HOOK_KEY
 	{ "hooks", "timeout", KIND_LONG, F(hook_timeout), 1, SECONDS_MAX },
 	{ "hooks", "runner", KIND_STRING, F(hook_runner), 0, 0 },
 	{ "hooks", "daemon_user", KIND_NAME, F(hook_daemon_user), 0, 0 },
@@ -176,13 +175,20 @@ struct config *config_free(struct config *c)
 	free(c->hiera_services);
 	free(c->state_dir);
 	free(c->metrics_file);
-	free(c->hook_upgrade);
-	free(c->hook_config);
-	free(c->hook_validate);
-	free(c->hook_services);
+#define HOOK_FREE(name) free(c->hook_##name);
+	CONFIG_HOOK_KINDS(HOOK_FREE)
+#undef HOOK_FREE
 	free(c->hook_runner);
 	free(c->hook_daemon_user);
 	free(c);
+	return NULL;
+}
+
+const char *config_hook_path(const struct config *cfg, const char *name)
+{
+#define HOOK_PATH(kind) if (strcmp(name, #kind) == 0) return cfg->hook_##kind;
+	CONFIG_HOOK_KINDS(HOOK_PATH)
+#undef HOOK_PATH
 	return NULL;
 }
 

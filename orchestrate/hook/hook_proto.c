@@ -21,11 +21,14 @@
 
 #include "base/cleanup.h"
 #include "base/clock.h"
+#include "config/config.h"
 #include "config/local.h"
 #include "hook/hook_proto.h"
 #include "base/strv.h"
 
-static const char *const hook_names[] = { "upgrade", "config", "validate", "services" };
+#define HOOK_NAME(name) #name,
+static const char *const hook_names[] = { CONFIG_HOOK_KINDS(HOOK_NAME) };
+#undef HOOK_NAME
 
 bool hook_proto_name_valid(const char *name)
 {

@@ -310,17 +310,6 @@ static void send_error(int fd, int code, const char *msg)
 		(void)hook_proto_send(fd, f.data, f.len);
 }
 
-static const char *hook_path(const struct config *cfg, const char *name)
-{
-	if (strcmp(name, "upgrade") == 0)
-		return cfg->hook_upgrade;
-	if (strcmp(name, "config") == 0)
-		return cfg->hook_config;
-	if (strcmp(name, "validate") == 0)
-		return cfg->hook_validate;
-	return cfg->hook_services;
-}
-
 static const char *env_get(char *const *env, const char *key)
 {
 	size_t k = strlen(key);
@@ -526,7 +515,7 @@ static int serve(int fd, const char *config_path)
 		send_error(fd, -r, error ? error : strerror(-r));
 		return 1;
 	}
-	path = hook_path(cfg, name);
+	path = config_hook_path(cfg, name);
 	if (!path || !*path) {
 		log_warnx("request from pid %ld uid %ld: no %s hook configured in '%s'", (long)cred.pid,
 			  (long)cred.uid, name, config_path);
