@@ -699,6 +699,61 @@ static int expect_key(struct cparser *p, const yaml_event_t *ev)
 		       ev->type == YAML_SEQUENCE_START_EVENT ? "list" : "mapping");
 }
 
+/*
+ * The one walk of a mapping of known keys (the top level, each section, each
+ * item of node.depends): for each key, find() gives its index below n (n:
+ * "unknown key"), line[] refuses a key seen before and records where it was,
+ * and value() reads the value from its first event, with the key on the
+ * path of messages.  A value that is not a mapping is refused as expected,
+ * save null when null_ok (an empty mapping: every default).
+ */
+struct mapping_walk {
+	const char *expected;
+	bool null_ok;
+	size_t n;
+	size_t *line;
+	size_t (*find)(const yaml_event_t *key, const void *ctx);
+	int (*value)(struct cparser *p, size_t i, const yaml_event_t *ev, void *ctx);
+	void *ctx;
+};
+
+static int walk_mapping(struct cparser *p, const yaml_event_t *first, const struct mapping_walk *w)
+{
+	_cleanup_(yaml_event_deletep) yaml_event_t ev = { 0 };
+	int r;
+
+	if (w->null_ok && event_is_null(first))
+		return 0;
+	if (first->type != YAML_MAPPING_START_EVENT)
+		return fail_value(p, first, w->expected);
+
+	for (;;) {
+		size_t i;
+		if ((r = next_event(p, &ev)) < 0)
+			return r;
+		if (ev.type == YAML_MAPPING_END_EVENT)
+			break;
+		if ((r = expect_key(p, &ev)) < 0)
+			return r;
+		size_t saved = path_push(p, (const char *)ev.data.scalar.value,
+					 ev.data.scalar.length);
+		i = w->find(&ev, w->ctx);
+		if (i == w->n)
+			return fail_at(p, mark_line(&ev.start_mark), "unknown key");
+		if (w->line[i])
+			return fail_at(p, mark_line(&ev.start_mark),
+				       "duplicate key (first on line %zu)", w->line[i]);
+		w->line[i] = mark_line(&ev.start_mark);
+
+		if ((r = next_event(p, &ev)) < 0)
+			return r;
+		if ((r = w->value(p, i, &ev, w->ctx)) < 0)
+			return r;
+		path_pop(p, saved);
+	}
+	return 0;
+}
+
 static int parse_addresses(struct cparser *p, const yaml_event_t *first, struct config *c)
 {
 	_cleanup_(yaml_event_deletep) yaml_event_t ev = { 0 };
@@ -745,17 +800,57 @@ static int parse_addresses(struct cparser *p, const yaml_event_t *first, struct 
 	return 0;
 }
 
+static const char *const depend_keys[] = { "service", "count", "healthy" };
+
+static size_t depend_find(const yaml_event_t *key, const void *ctx)
+{
+	size_t k;
+	for (k = 0; k < ELEMENTSOF(depend_keys); k++)
+		if (scalar_is(key, depend_keys[k]))
+			break;
+	return k;
+}
+
+static int depend_value(struct cparser *p, size_t k, const yaml_event_t *ev, void *ctx)
+{
+	struct config *c = ctx;
+	struct config_depend *d = &c->depends[c->n_depends - 1];
+	int r;
+
+	if (k == 0) {
+		if (event_is_null(ev))
+			return fail_value(p, ev, "a service name");
+		if ((r = scalar_name(p, ev, "service name", &d->service)) < 0)
+			return r;
+		for (size_t i = 0; i + 1 < c->n_depends; i++)
+			if (strcmp(c->depends[i].service, d->service) == 0)
+				return fail_at(p, mark_line(&ev->start_mark), "service listed twice");
+	} else if (event_is_null(ev)) {
+		/* keeps the default */
+	} else if (k == 1) {
+		if ((r = scalar_long(p, ev, 1, COUNT_MAX, &d->count)) < 0)
+			return r;
+	} else {
+		if ((r = scalar_bool(p, ev, &d->healthy)) < 0)
+			return r;
+	}
+	return 0;
+}
+
 /* One {service, count, healthy} item of node.depends. */
 static int parse_depend(struct cparser *p, const yaml_event_t *first, struct config *c)
 {
-	static const char *const names[] = { "service", "count", "healthy" };
-	_cleanup_(yaml_event_deletep) yaml_event_t ev = { 0 };
-	size_t seen[ELEMENTSOF(names)] = { 0 };
+	size_t seen[ELEMENTSOF(depend_keys)] = { 0 };
+	const struct mapping_walk w = {
+		.expected = "a mapping of service, count and healthy",
+		.n = ELEMENTSOF(depend_keys), .line = seen,
+		.find = depend_find, .value = depend_value, .ctx = c,
+	};
 	struct config_depend *d;
 	int r;
 
 	if (first->type != YAML_MAPPING_START_EVENT)
-		return fail_value(p, first, "a mapping of service, count and healthy");
+		return fail_value(p, first, w.expected);
 
 	d = realloc(c->depends, (c->n_depends + 1) * sizeof(*d));
 	if (!d) {
@@ -766,48 +861,8 @@ static int parse_depend(struct cparser *p, const yaml_event_t *first, struct con
 	d = &c->depends[c->n_depends++];
 	*d = (struct config_depend){ .service = NULL, .count = 1, .healthy = false };
 
-	for (;;) {
-		size_t k;
-		if ((r = next_event(p, &ev)) < 0)
-			return r;
-		if (ev.type == YAML_MAPPING_END_EVENT)
-			break;
-		if ((r = expect_key(p, &ev)) < 0)
-			return r;
-		size_t saved = path_push(p, (const char *)ev.data.scalar.value,
-					 ev.data.scalar.length);
-		for (k = 0; k < ELEMENTSOF(names); k++)
-			if (scalar_is(&ev, names[k]))
-				break;
-		if (k == ELEMENTSOF(names))
-			return fail_at(p, mark_line(&ev.start_mark), "unknown key");
-		if (seen[k])
-			return fail_at(p, mark_line(&ev.start_mark),
-				       "duplicate key (first on line %zu)", seen[k]);
-		seen[k] = mark_line(&ev.start_mark);
-
-		if ((r = next_event(p, &ev)) < 0)
-			return r;
-		if (k == 0) {
-			if (event_is_null(&ev))
-				return fail_value(p, &ev, "a service name");
-			if ((r = scalar_name(p, &ev, "service name", &d->service)) < 0)
-				return r;
-			for (size_t i = 0; i + 1 < c->n_depends; i++)
-				if (strcmp(c->depends[i].service, d->service) == 0)
-					return fail_at(p, mark_line(&ev.start_mark),
-						       "service listed twice");
-		} else if (event_is_null(&ev)) {
-			/* keeps the default */
-		} else if (k == 1) {
-			if ((r = scalar_long(p, &ev, 1, COUNT_MAX, &d->count)) < 0)
-				return r;
-		} else {
-			if ((r = scalar_bool(p, &ev, &d->healthy)) < 0)
-				return r;
-		}
-		path_pop(p, saved);
-	}
+	if ((r = walk_mapping(p, first, &w)) < 0)
+		return r;
 	if (!d->service)
 		return fail_at(p, mark_line(&first->start_mark), "missing key 'service'");
 	return 0;
@@ -894,85 +949,56 @@ static int parse_value(struct cparser *p, const struct key_def *k, const yaml_ev
 	return -EINVAL;
 }
 
-static int parse_section(struct cparser *p, size_t sidx, const yaml_event_t *first,
-			 struct config *c)
+struct section_walk {
+	struct config *c;
+	const char *section;
+};
+
+static size_t section_find(const yaml_event_t *key, const void *ctx)
 {
-	_cleanup_(yaml_event_deletep) yaml_event_t ev = { 0 };
-	int r;
-
-	if (event_is_null(first))
-		return 0;
-	if (first->type != YAML_MAPPING_START_EVENT)
-		return fail_value(p, first, "a mapping");
-
-	for (;;) {
-		size_t k;
-		if ((r = next_event(p, &ev)) < 0)
-			return r;
-		if (ev.type == YAML_MAPPING_END_EVENT)
+	const struct section_walk *sw = ctx;
+	size_t k;
+	for (k = 0; k < ELEMENTSOF(keys); k++)
+		if (strcmp(keys[k].section, sw->section) == 0 && scalar_is(key, keys[k].name))
 			break;
-		if ((r = expect_key(p, &ev)) < 0)
-			return r;
-		size_t saved = path_push(p, (const char *)ev.data.scalar.value,
-					 ev.data.scalar.length);
-		for (k = 0; k < ELEMENTSOF(keys); k++)
-			if (strcmp(keys[k].section, sections[sidx]) == 0 &&
-			    scalar_is(&ev, keys[k].name))
-				break;
-		if (k == ELEMENTSOF(keys))
-			return fail_at(p, mark_line(&ev.start_mark), "unknown key");
-		if (p->key_line[k])
-			return fail_at(p, mark_line(&ev.start_mark),
-				       "duplicate key (first on line %zu)", p->key_line[k]);
-		p->key_line[k] = mark_line(&ev.start_mark);
-
-		if ((r = next_event(p, &ev)) < 0)
-			return r;
-		if ((r = parse_value(p, &keys[k], &ev, c)) < 0)
-			return r;
-		path_pop(p, saved);
-	}
-	return 0;
+	return k;
 }
 
+static int section_value(struct cparser *p, size_t k, const yaml_event_t *ev, void *ctx)
+{
+	struct section_walk *sw = ctx;
+	return parse_value(p, &keys[k], ev, sw->c);
+}
+
+static size_t top_find(const yaml_event_t *key, const void *ctx)
+{
+	size_t s;
+	for (s = 0; s < ELEMENTSOF(sections); s++)
+		if (scalar_is(key, sections[s]))
+			break;
+	return s;
+}
+
+static int top_value(struct cparser *p, size_t s, const yaml_event_t *ev, void *ctx)
+{
+	struct section_walk sw = { .c = ctx, .section = sections[s] };
+	const struct mapping_walk w = {
+		.expected = "a mapping", .null_ok = true,
+		.n = ELEMENTSOF(keys), .line = p->key_line,
+		.find = section_find, .value = section_value, .ctx = &sw,
+	};
+	return walk_mapping(p, ev, &w);
+}
+
+/* "---" alone, or a document holding only "~": every default. */
 static int parse_top(struct cparser *p, const yaml_event_t *first, struct config *c)
 {
-	_cleanup_(yaml_event_deletep) yaml_event_t ev = { 0 };
-	int r;
-
-	/* "---" alone, or a document holding only "~": every default. */
-	if (event_is_null(first))
-		return 0;
-	if (first->type != YAML_MAPPING_START_EVENT)
-		return fail_value(p, first, "a mapping at the top level");
-
-	for (;;) {
-		size_t s;
-		if ((r = next_event(p, &ev)) < 0)
-			return r;
-		if (ev.type == YAML_MAPPING_END_EVENT)
-			break;
-		if ((r = expect_key(p, &ev)) < 0)
-			return r;
-		size_t saved = path_push(p, (const char *)ev.data.scalar.value,
-					 ev.data.scalar.length);
-		for (s = 0; s < ELEMENTSOF(sections); s++)
-			if (scalar_is(&ev, sections[s]))
-				break;
-		if (s == ELEMENTSOF(sections))
-			return fail_at(p, mark_line(&ev.start_mark), "unknown key");
-		if (p->section_line[s])
-			return fail_at(p, mark_line(&ev.start_mark),
-				       "duplicate key (first on line %zu)", p->section_line[s]);
-		p->section_line[s] = mark_line(&ev.start_mark);
-
-		if ((r = next_event(p, &ev)) < 0)
-			return r;
-		if ((r = parse_section(p, s, &ev, c)) < 0)
-			return r;
-		path_pop(p, saved);
-	}
-	return 0;
+	const struct mapping_walk w = {
+		.expected = "a mapping at the top level", .null_ok = true,
+		.n = ELEMENTSOF(sections), .line = p->section_line,
+		.find = top_find, .value = top_value, .ctx = c,
+	};
+	return walk_mapping(p, first, &w);
 }
 
 static size_t key_index(const char *section, const char *name)
