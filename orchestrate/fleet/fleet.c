@@ -227,6 +227,45 @@ static void backoff(int attempt)
 }
 
 /*
+ * The one compare-and-swap of the two version keys, on what was just read of
+ * them: current_version becomes version, guarded on cur as read (its
+ * mod_revision, or its absence when !have_cur), and previous_version becomes
+ * cur's value when that is a name.  With prev (rollback), the txn is guarded
+ * on previous_version's mod_revision too, and previous_version is deleted
+ * when cur was no name (it would name the version just made current).
+ * *ret_succeeded says whether the compares held.
+ */
+static int versions_swap(struct fleet *f, const char *cur_key, const char *prev_key,
+			 const struct etcd_kv *cur, bool have_cur, const struct etcd_kv *prev,
+			 const char *version, bool *ret_succeeded)
+{
+	_cleanup_(etcd_txn_freep) struct etcd_txn *t = etcd_txn_new();
+	bool cur_ok = have_cur && value_is_name(cur->value, cur->value_len);
+	int r;
+
+	if (!t)
+		return -ENOMEM;
+	if (have_cur)
+		r = etcd_txn_if_mod_revision(t, cur_key, ETCD_CMP_EQUAL, cur->mod_revision);
+	else
+		r = etcd_txn_if_version(t, cur_key, ETCD_CMP_EQUAL, 0);
+	if (r < 0)
+		return r;
+	if (prev && (r = etcd_txn_if_mod_revision(t, prev_key, ETCD_CMP_EQUAL, prev->mod_revision)) < 0)
+		return r;
+	if ((r = etcd_txn_put(t, true, cur_key, version, 0)) < 0)
+		return r;
+	/* an implausible old value is not worth remembering as a version */
+	if (cur_ok)
+		r = etcd_txn_put(t, true, prev_key, cur->value, 0);
+	else if (prev)
+		r = etcd_txn_delete(t, true, prev_key);
+	if (r < 0)
+		return r;
+	return etcd_txn_commit(f->etcd, t, ret_succeeded, NULL);
+}
+
+/*
  * Read, then a txn guarded by what was read: the compare on current_version's
  * mod_revision (or its absence) makes the previous_version written the one that
  * was really replaced.  A lost compare means another writer came between; the
@@ -245,7 +284,6 @@ int fleet_trigger_update(struct fleet *f, const char *version, const char *if_cu
 
 	for (int attempt = 0; attempt < TRIGGER_RETRIES; attempt++) {
 		_cleanup_(etcd_kv_releasep) struct etcd_kv kv = { 0 };
-		_cleanup_(etcd_txn_freep) struct etcd_txn *t = NULL;
 		bool exists, old_ok, succeeded = false;
 		int r;
 
@@ -262,25 +300,7 @@ int fleet_trigger_update(struct fleet *f, const char *version, const char *if_cu
 		if (old_ok && strcmp(kv.value, version) == 0)
 			return 0;
 
-		t = etcd_txn_new();
-		if (!t)
-			return -ENOMEM;
-		if (exists)
-			r = etcd_txn_if_mod_revision(t, cur_key, ETCD_CMP_EQUAL, kv.mod_revision);
-		else
-			r = etcd_txn_if_version(t, cur_key, ETCD_CMP_EQUAL, 0);
-		if (r < 0)
-			return r;
-		r = etcd_txn_put(t, true, cur_key, version, 0);
-		if (r < 0)
-			return r;
-		/* an implausible old value is not worth remembering as a version */
-		if (old_ok) {
-			r = etcd_txn_put(t, true, prev_key, kv.value, 0);
-			if (r < 0)
-				return r;
-		}
-		r = etcd_txn_commit(f->etcd, t, &succeeded, NULL);
+		r = versions_swap(f, cur_key, prev_key, &kv, exists, NULL, version, &succeeded);
 		if (r < 0)
 			return r;
 		if (succeeded)
@@ -300,7 +320,6 @@ int fleet_rollback(struct fleet *f, char **ret_version)
 	_cleanup_(freep) char *prev_key = key_previous_version(fleet_prefix(f));
 	_cleanup_(etcd_kv_releasep) struct etcd_kv cur = { 0 };
 	_cleanup_(etcd_kv_releasep) struct etcd_kv prev = { 0 };
-	_cleanup_(etcd_txn_freep) struct etcd_txn *t = NULL;
 	bool have_cur, cur_ok, succeeded = false;
 	int r;
 
@@ -321,25 +340,7 @@ int fleet_rollback(struct fleet *f, char **ret_version)
 	if (cur_ok && strcmp(cur.value, prev.value) == 0)
 		return 1;
 
-	t = etcd_txn_new();
-	if (!t)
-		return -ENOMEM;
-	if (have_cur)
-		r = etcd_txn_if_mod_revision(t, cur_key, ETCD_CMP_EQUAL, cur.mod_revision);
-	else
-		r = etcd_txn_if_version(t, cur_key, ETCD_CMP_EQUAL, 0);
-	if (r < 0)
-		return r;
-	if ((r = etcd_txn_if_mod_revision(t, prev_key, ETCD_CMP_EQUAL, prev.mod_revision)) < 0 ||
-	    (r = etcd_txn_put(t, true, cur_key, prev.value, 0)) < 0)
-		return r;
-	if (cur_ok)
-		r = etcd_txn_put(t, true, prev_key, cur.value, 0);
-	else
-		r = etcd_txn_delete(t, true, prev_key);
-	if (r < 0)
-		return r;
-	r = etcd_txn_commit(f->etcd, t, &succeeded, NULL);
+	r = versions_swap(f, cur_key, prev_key, &cur, have_cur, &prev, prev.value, &succeeded);
 	if (r < 0)
 		return r;
 	if (!succeeded)
