@@ -71,6 +71,7 @@ LIB_OBJS = \
 	orchestrate/base/utf8.o \
 	orchestrate/base/backoff.o \
 	orchestrate/base/json.o \
+	orchestrate/base/array.o \
 	orchestrate/etcd/etcd.o \
 	orchestrate/etcd/etcd_watch.o \
 	orchestrate/etcd/etcd_call.o \

@@ -22,6 +22,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "base/array.h"
 #include "base/address.h"
 #include "base/base64.h"
 #include "base/cleanup.h"
@@ -758,14 +759,8 @@ void etcd_kv_list_release(struct etcd_kv_list *l)
 
 static int kv_list_push(struct etcd_kv_list *l, struct etcd_kv *kv)
 {
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 64;
-		struct etcd_kv *p = realloc(l->kvs, cap * sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		l->kvs = p;
-		l->cap = cap;
-	}
+	if (ARRAY_GROW(l->kvs, l->cap, l->n + 1, 64) < 0)
+		return -ENOMEM;
 	l->kvs[l->n++] = *kv;
 	memset(kv, 0, sizeof(*kv));
 	return 0;

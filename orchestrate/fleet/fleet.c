@@ -29,6 +29,7 @@
 #include <time.h>	/* nanosleep */
 #include <cjson/cJSON.h>
 
+#include "base/array.h"
 #include "base/address.h"
 #include "base/backoff.h"
 #include "base/buf.h"
@@ -1032,14 +1033,8 @@ static int pause_entry_add(const struct etcd_kv *kv, const char *dir, const char
 		}
 		name = parts[0];
 	}
-	if (*n == *cap) {
-		size_t c = *cap ? *cap * 2 : 8;
-		struct pause_entry *grown = realloc(*v, c * sizeof(**v));
-		if (!grown)
-			return -ENOMEM;
-		*v = grown;
-		*cap = c;
-	}
+	if (ARRAY_GROW(*v, *cap, *n + 1, 8) < 0)
+		return -ENOMEM;
 	reason = json_get_string(obj, "reason");
 	struct pause_entry *e = &(*v)[*n];
 	*e = (struct pause_entry){ .scope = scope, .time = json_get_int(obj, "time") };
@@ -1506,15 +1501,9 @@ static int view_read_versions(struct fleet *f, struct view_read *vr, int64_t *re
 		return r;
 	}
 	for (size_t i = 0; i < more.n; i++) {
-		if (vr->versions.n == vr->versions.cap) {
-			size_t cap = vr->versions.cap ? vr->versions.cap * 2 : 4;
-			struct etcd_kv *kvs = realloc(vr->versions.kvs, cap * sizeof(*kvs));
-			if (!kvs) {
-				etcd_kv_list_release(&more);
-				return -ENOMEM;
-			}
-			vr->versions.kvs = kvs;
-			vr->versions.cap = cap;
+		if (ARRAY_GROW(vr->versions.kvs, vr->versions.cap, vr->versions.n + 1, 4) < 0) {
+			etcd_kv_list_release(&more);
+			return -ENOMEM;
 		}
 		vr->versions.kvs[vr->versions.n++] = more.kvs[i];
 		memset(&more.kvs[i], 0, sizeof(more.kvs[i]));

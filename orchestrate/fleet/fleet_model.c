@@ -13,6 +13,7 @@
 #include <string.h>
 #include <cjson/cJSON.h>
 
+#include "base/array.h"
 #include "base/cleanup.h"
 #include "fleet/fleet_model.h"
 #include "fleet/schema.h"
@@ -92,15 +93,9 @@ static int kv_list_apply(struct etcd_kv_list *l, const struct etcd_kv *kv, bool 
 		l->kvs[lo] = copy;
 		return 0;
 	}
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 8;
-		struct etcd_kv *p = realloc(l->kvs, cap * sizeof(*p));
-		if (!p) {
-			etcd_kv_release(&copy);
-			return -ENOMEM;
-		}
-		l->kvs = p;
-		l->cap = cap;
+	if (ARRAY_GROW(l->kvs, l->cap, l->n + 1, 8) < 0) {
+		etcd_kv_release(&copy);
+		return -ENOMEM;
 	}
 	memmove(&l->kvs[lo + 1], &l->kvs[lo], (l->n - lo) * sizeof(*l->kvs));
 	l->kvs[lo] = copy;
@@ -313,14 +308,8 @@ static int set_holder(struct fleet_model *m, const struct etcd_kv *kv, bool dele
 		m->holder_releases++;
 		return 0;
 	}
-	if (m->n_holders == m->cap_holders) {
-		size_t cap = m->cap_holders ? m->cap_holders * 2 : 8;
-		struct rollout_holder *p = realloc(m->holders, cap * sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		m->holders = p;
-		m->cap_holders = cap;
-	}
+	if (ARRAY_GROW(m->holders, m->cap_holders, m->n_holders + 1, 8) < 0)
+		return -ENOMEM;
 	struct rollout_holder h = { strdup(host), holder_group(kv), kv->create_revision };
 	if (!h.host) {
 		free(h.group);
