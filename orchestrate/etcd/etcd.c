@@ -218,7 +218,7 @@ int etcd_client_new(const struct etcd_options *o, struct etcd_client **ret)
 {
 	if (!o->endpoints || !o->endpoints[0])
 		return -EINVAL;
-	struct etcd_client *c = calloc(1, sizeof(*c));
+	_cleanup_(etcd_client_freep) struct etcd_client *c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
 	size_t n = 0;
@@ -226,15 +226,13 @@ int etcd_client_new(const struct etcd_options *o, struct etcd_client **ret)
 		n++;
 	c->endpoints = calloc(n + 1, sizeof(char *));
 	if (!c->endpoints)
-		goto oom;
+		return -ENOMEM;
 	for (size_t i = 0; i < n; i++) {
 		const char *problem;
 		int r = etcd_endpoint_parse(o->endpoints[i], strlen(o->endpoints[i]),
 					    &c->endpoints[i], &problem);
-		if (r < 0) {
-			etcd_client_free(c);
+		if (r < 0)
 			return r;
-		}
 	}
 	c->n_endpoints = n;
 	c->cacert = strdup_or_null(o->cacert);
@@ -245,12 +243,9 @@ int etcd_client_new(const struct etcd_options *o, struct etcd_client **ret)
 	c->timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : DEFAULT_TIMEOUT_MS;
 	c->easy = curl_easy_init();
 	if (!c->easy)
-		goto oom;
-	*ret = c;
+		return -ENOMEM;
+	*ret = TAKE_PTR(c);
 	return 0;
-oom:
-	etcd_client_free(c);
-	return -ENOMEM;
 }
 
 struct etcd_client *etcd_client_free(struct etcd_client *c)

@@ -105,12 +105,13 @@ static int kv_list_apply(struct etcd_kv_list *l, const struct etcd_kv *kv, bool 
 
 /* --- life cycle --------------------------------------------------------------------- */
 
-int fleet_model_init(struct fleet_model *m, const char *P, const char *host, const char *group,
-		     char *const *consumed)
+/* The copies and keys of fleet_model_init(); -ENOMEM leaves m for the caller
+ * to release. */
+static int model_fill(struct fleet_model *m, const char *P, const char *host, const char *group,
+		      char *const *consumed)
 {
 	size_t n = 0;
 
-	*m = (struct fleet_model){ .catalog = CATALOG_INIT };
 	m->prefix = strdup(P);
 	m->host = strdup(host);
 	m->group = group ? strdup(group) : NULL;
@@ -124,14 +125,14 @@ int fleet_model_init(struct fleet_model *m, const char *P, const char *host, con
 	m->k_halted = key_rollout_halted(P);
 	m->k_promoted = key_rollout_promoted(P);
 	if (!m->k_failed_dir || !m->k_canary_dir || !m->k_halted || !m->k_promoted)
-		goto oom;
+		return -ENOMEM;
 	if (!m->prefix || !m->host || (group && !m->group) || !m->k_version || !m->k_pause_dir || !m->k_policy ||
 	    !m->k_holders_dir || !m->k_services_dir)
-		goto oom;
+		return -ENOMEM;
 	/* rollout/ is the directory of the policy key. */
 	m->k_rollout_dir = strdup(m->k_policy);
 	if (!m->k_rollout_dir)
-		goto oom;
+		return -ENOMEM;
 	m->k_rollout_dir[strlen(m->k_rollout_dir) - strlen("policy")] = '\0';
 	if (consumed) {
 		for (n = 0; consumed[n]; n++)
@@ -139,20 +140,28 @@ int fleet_model_init(struct fleet_model *m, const char *P, const char *host, con
 		m->consumed = calloc(n + 1, sizeof(char *));
 		m->k_service_dirs = calloc(n + 1, sizeof(char *));
 		if (!m->consumed || !m->k_service_dirs)
-			goto oom;
+			return -ENOMEM;
 		for (size_t i = 0, k = 0; i < n; i++) {
 			if (strv_has(m->consumed, consumed[i]))
 				continue;
 			m->consumed[k] = strdup(consumed[i]);
 			m->k_service_dirs[k] = key_service_dir(P, consumed[i]);
 			if (!m->consumed[k] || !m->k_service_dirs[k++])
-				goto oom;
+				return -ENOMEM;
 		}
 	}
 	return 0;
-oom:
-	fleet_model_release(m);
-	return -ENOMEM;
+}
+
+int fleet_model_init(struct fleet_model *m, const char *P, const char *host, const char *group,
+		     char *const *consumed)
+{
+	int r;
+
+	*m = (struct fleet_model){ .catalog = CATALOG_INIT };
+	if ((r = model_fill(m, P, host, group, consumed)) < 0)
+		fleet_model_release(m);
+	return r;
 }
 
 static void safety_clear(struct fleet_model *m)

@@ -347,6 +347,29 @@ static bool worth_retrying(int r)
 }
 
 /*
+ * After a failed read or watch of wait_ranges(): r when it is not worth
+ * retrying or the deadline has come, else 0 after the backoff's sleep (cut
+ * to the deadline), the retry reported.
+ */
+static int wait_retry(struct fleet *f, int r, uint64_t deadline_ms, unsigned *failures,
+		      struct progress_report *pr)
+{
+	static const struct backoff b = { 500, 10 * MSEC_PER_SEC, 250 };
+	uint64_t now = clock_msec(CLOCK_MONOTONIC), delay;
+
+	if (!worth_retrying(r) || deadline_ms == CLOCK_DEADLINE_NOW ||
+	    (deadline_ms != CLOCK_DEADLINE_NEVER && now >= deadline_ms))
+		return r;
+	delay = backoff_delay(&b, ++*failures);
+	if (deadline_ms != CLOCK_DEADLINE_NEVER && delay > deadline_ms - now)
+		delay = deadline_ms - now;
+	if ((r = report_retry(pr, fleet_last_error(f))) < 0)
+		return r;
+	clock_sleep_ms(delay);
+	return 0;
+}
+
+/*
  * Reads the ranges at one revision (the first range's) and waits until done()
  * says yes (1), the deadline passes (0), or something fails (negative),
  * following one watch stream that carries every range.  The sets hold the
@@ -358,7 +381,6 @@ static int wait_ranges(struct fleet *f, struct wait_range *ranges, size_t n,
 		       uint64_t deadline_ms, wait_done_fn done, void *userdata,
 		       struct progress_report *pr)
 {
-	static const struct backoff b = { 500, 10 * MSEC_PER_SEC, 250 };
 	struct ranges_wait w = { ranges, n, done, userdata };
 	unsigned failures = 0;
 
@@ -368,15 +390,17 @@ static int wait_ranges(struct fleet *f, struct wait_range *ranges, size_t n,
 		struct etcd_watch_range watch[WAIT_RANGES_MAX];
 		int64_t revision = 0;
 		size_t n_watch = 0;
-		uint64_t now, delay;
 		int r = 0;
 
 		for (size_t i = 0; i < n && r == 0; i++)
 			r = read_range(f, &ranges[i], &revision);
 		if (r == -ESTALE)
 			continue;	/* compacted between the reads: read again */
-		if (r < 0)
-			goto failed;
+		if (r < 0) {
+			if ((r = wait_retry(f, r, deadline_ms, &failures, pr)) < 0)
+				return r;
+			continue;
+		}
 		if (failures > 0 && (r = report_retry(pr, NULL)) < 0)
 			return r;
 		failures = 0;
@@ -400,17 +424,8 @@ static int wait_ranges(struct fleet *f, struct wait_range *ranges, size_t n,
 			continue;	/* the revision was compacted: read again */
 		if (r >= 0)
 			return r;	/* 1 (yes) or 0 (the watch ended) */
-failed:
-		now = clock_msec(CLOCK_MONOTONIC);
-		if (!worth_retrying(r) || deadline_ms == CLOCK_DEADLINE_NOW ||
-		    (deadline_ms != CLOCK_DEADLINE_NEVER && now >= deadline_ms))
+		if ((r = wait_retry(f, r, deadline_ms, &failures, pr)) < 0)
 			return r;
-		delay = backoff_delay(&b, ++failures);
-		if (deadline_ms != CLOCK_DEADLINE_NEVER && delay > deadline_ms - now)
-			delay = deadline_ms - now;
-		if ((r = report_retry(pr, fleet_last_error(f))) < 0)
-			return r;
-		clock_sleep_ms(delay);
 	}
 }
 
