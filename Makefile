@@ -58,8 +58,10 @@ QUIET_CC = @echo '   ' CC $@;
 QUIET_LINK = @echo '   ' LINK $@;
 endif
 
-# The library every program links: base, etcd client, schema, fleet operations,
-# rendering and config.  Listed lowest layer first.
+# The library every program links: base, etcd client, fleet (the key layout and
+# the operations), output, config, and the hook runner's protocol; grouped by
+# folder, lowest layer first (README.md, "Layout").  The order is for the
+# reader, not the linker: an archive's index finds a symbol wherever it is.
 LIB_OBJS = \
 	orchestrate/base/buf.o \
 	orchestrate/base/log.o \

@@ -1,6 +1,6 @@
 #!/bin/bash
 #
-# Every command of SPEC §3 has help: `orchestrate CMD -h` exits 0 with a usage
+# Every command of orchestrate(1) has help: `orchestrate CMD -h` exits 0 with a usage
 # line naming the command on stdout and nothing on stderr, in both spellings
 # (git's t0012-help.sh).  Plus the top-level -h, --version, and an unknown
 # command (exit 64).

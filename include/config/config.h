@@ -1,5 +1,5 @@
 /*
- * config.h — the YAML configuration file of SPEC §4, read strictly with libyaml.
+ * config.h — the YAML configuration file of orchestrate.conf(5), read strictly with libyaml.
  *
  * config_load() parses a file into a new struct config, filled with defaults for
  * every key the file leaves out.  A file that does not parse, holds an unknown key,

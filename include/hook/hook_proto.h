@@ -51,7 +51,7 @@ enum {
 	HOOK_FRAME_KILL = 'K',
 };
 
-/* Whether name is one of the four hooks of SPEC §6. */
+/* Whether name is one of the hook kinds (config.h, orchestrated(8) "Hooks"). */
 bool hook_proto_name_valid(const char *name);
 /* Whether "K=V" may pass to a hook through the runner: K is ORCHESTRATE_
  * followed by at least one of [A-Z0-9_]. */
@@ -78,7 +78,7 @@ int hook_request_parse(const char *data, size_t len, char **ret_name, char ***re
 /*
  * The runner's share of a request's variables (orchestrated(8) "HOOK
  * RUNNER"): the runner sets the environment it owns.  From the client it takes
- * ORCHESTRATE_HOST (a name of SPEC §2), ORCHESTRATE_VERSION and
+ * ORCHESTRATE_HOST (a valid name), ORCHESTRATE_VERSION and
  * ORCHESTRATE_PREVIOUS_VERSION (a name, or empty: a node with no version yet),
  * checked with the one name rule, so no value with a newline, a '/' or a
  * leading '-' passes.  The paths, the etcd endpoints and the prefix

@@ -12,9 +12,9 @@
  * suggestion, resolving command line, environment and config file into
  * settings, and the final check that standard output was really written.
  *
- * Exit statuses (SPEC §3, exitcode.h): 64 usage, invalid names and a bad config
+ * Exit statuses (orchestrate(1) "EXIT STATUS", exitcode.h): 64 usage, invalid names and a bad config
  * file; 69 etcd unreachable; 77 authentication or permission refused; 74
- * (EX_IOERR, our choice: SPEC is silent) when standard output cannot be
+ * (EX_IOERR) when standard output cannot be
  * written; otherwise what the command returns.  Which library error is which
  * status is decided here, in cli_exit_code(), and nowhere below.
  *

@@ -200,7 +200,7 @@ const struct command command_local_version = {
 /* --- pending_update ------------------------------------------------------------------ */
 
 /*
- * pending_update's table (SPEC §3): 0 update pending; 1 up to date; 2 etcd
+ * pending_update's table (orchestrate(1) "EXIT STATUS"): 0 update pending; 1 up to date; 2 etcd
  * unreachable but the local version is known; 3 no desired version set, or etcd
  * unreachable and no local version.  An authentication failure is not
  * "unreachable": it exits 77 so that a misconfigured node is noticed.

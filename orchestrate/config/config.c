@@ -1,5 +1,5 @@
 /*
- * config.c — the configuration file of SPEC §4: YAML in, struct config out,
+ * config.c — the configuration file of orchestrate.conf(5): YAML in, struct config out,
  * strictly.
  *
  * The file is read with libyaml's event API rather than its document API, for
@@ -61,7 +61,7 @@
 enum kind {
 	KIND_STRING,		/* any string; "" means none (NULL) */
 	KIND_PATH,		/* a non-empty string */
-	KIND_NAME,		/* a name of SPEC §2 (schema_name_valid) */
+	KIND_NAME,		/* a name (schema_name_valid) */
 	KIND_PREFIX,		/* an etcd key prefix (schema_prefix_valid) */
 	KIND_ENDPOINTS,		/* list of URLs, or one comma-separated string */
 	KIND_LONG,		/* integer in [min, max] */

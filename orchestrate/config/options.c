@@ -1,5 +1,5 @@
 /*
- * options.c — the global options of SPEC §3 and their resolution.
+ * options.c — the global options of orchestrate(1) and their resolution.
  *
  * This file owns the one place where the command line, the environment and
  * the config file meet: parsing records only what argv said, and

@@ -96,7 +96,7 @@ static bool only_whitespace(const char *p, const char *end)
 }
 
 /*
- * A value that is not the object of SPEC §2 is -EPROTO and adds nothing; the
+ * A value that is not the object of orchestrate(1) "Key layout" is -EPROTO and adds nothing; the
  * caller counts it.  Within a good value, an address whose IFACE is not a valid
  * name or whose text is not an IP address is left out and counted here, in
  * c->skipped.  "healthy" may be absent (false) but, when present, is a bool;

@@ -5,7 +5,7 @@
  * Every key comes from schema.h's builders and every name is checked with
  * schema_name_valid() before the first request, so a hostile name can never
  * address another key.  Every change that touches several keys is one txn (the
- * invariants of SPEC §2 hold at every revision), and every read of several
+ * invariants of orchestrate(1) "Key layout" hold at every revision), and every read of several
  * prefixes is pinned to one revision, so a reader never mixes two moments.
  *
  * Keys read back from etcd are split with key_split(), which refuses anything
@@ -26,7 +26,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>	/* nanosleep */
 #include <cjson/cJSON.h>
 
 #include "base/array.h"
