@@ -34,8 +34,6 @@ bool strv_contains(char *const *v, const char *s);
 
 /* Appends a copy of s. */
 int strv_push(char ***v, size_t *n, const char *s);
-/* Appends a copy of the len bytes at s (which need not be NUL-terminated). */
-int strv_pushn(char ***v, size_t *n, const char *s, size_t len);
 /* Appends s itself, which the vector then owns; s is freed when this fails. */
 int strv_consume(char ***v, size_t *n, char *s);
 

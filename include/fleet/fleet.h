@@ -101,11 +101,6 @@ int fleet_get_status(struct fleet *f, const char *host, enum status_type type,
  * group is not NULL. */
 int fleet_register(struct fleet *f, const char *host, const char *group, const char *version,
 		   long pid, int64_t lease);
-/* Puts alive/HOST {"time","version","pid"} under lease alone: what a node
- * calls when the version it runs changed (its run succeeded), so that
- * alive/HOST and `status --json`'s alive_version say the version it runs. */
-int fleet_set_alive(struct fleet *f, const char *host, const char *version, long pid,
-		    int64_t lease);
 int fleet_provision(struct fleet *f, const char *host);
 /* Deletes every key of host in one txn; returns the number of keys deleted. */
 int fleet_decommission(struct fleet *f, const char *host);
@@ -547,12 +542,11 @@ struct rollout_record;
 bool fleet_wait_halt_applies(const struct rollout_record *halt, const char *version,
 			     const char *current, int64_t current_mod);
 
-/* Blocks until anything below the prefix changes after revision (status
- * --watch); 0 then, or a negative code.  A compacted revision counts as a
- * change: the caller reads everything again either way. */
-int fleet_wait_change(struct fleet *f, int64_t revision);
-/* The same with a deadline (clock_deadline_ms()): 1 on a change, 0 when the
- * deadline passed first (status --watch redraws then, so that AGE ticks). */
+/* Blocks until anything below the prefix changes after revision, or the
+ * deadline (clock_deadline_ms()) passes (status --watch): 1 on a change, 0
+ * when the deadline passed first (status --watch redraws then, so that AGE
+ * ticks), or a negative code.  A compacted revision counts as a change: the
+ * caller reads everything again either way. */
 int fleet_wait_change_until(struct fleet *f, int64_t revision, uint64_t deadline_ms);
 
 #endif

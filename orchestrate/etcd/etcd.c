@@ -66,7 +66,8 @@ const char *etcd_last_error(const struct etcd_client *c)
 	return c->error.len ? buf_str(&c->error) : "etcd: no error";
 }
 
-const char *etcd_current_endpoint(const struct etcd_client *c)
+/* The endpoint that answered last (or will be tried first). */
+static const char *etcd_current_endpoint(const struct etcd_client *c)
 {
 	return c->endpoints[c->current];
 }

@@ -626,23 +626,6 @@ static int alive_value(const char *version, long pid, char **ret)
 	return json_print(obj, ret);
 }
 
-int fleet_set_alive(struct fleet *f, const char *host, const char *version, long pid,
-		    int64_t lease)
-{
-	if (!name_ok(host) || !optional_name_ok(version))
-		return -EINVAL;
-
-	_cleanup_(freep) char *key = key_alive(fleet_prefix(f), host);
-	_cleanup_(freep) char *value = NULL;
-	int r;
-
-	if (!key)
-		return -ENOMEM;
-	if ((r = alive_value(version, pid, &value)) < 0)
-		return r;
-	return written(etcd_put(f->etcd, key, value, strlen(value), lease));
-}
-
 int fleet_register(struct fleet *f, const char *host, const char *group, const char *version,
 		   long pid, int64_t lease)
 {

@@ -833,17 +833,6 @@ static int any_event(const struct etcd_event *events, size_t n, int64_t revision
 	return n > 0 ? 1 : 0;
 }
 
-int fleet_wait_change(struct fleet *f, int64_t revision)
-{
-	_cleanup_(freep) char *root = key_root(f->prefix);
-	int r;
-
-	if (!root)
-		return -ENOMEM;
-	r = etcd_watch(f->etcd, root, true, revision + 1, 0, any_event, NULL, NULL);
-	return r < 0 && r != -ESTALE ? r : 0;
-}
-
 int fleet_wait_change_until(struct fleet *f, int64_t revision, uint64_t deadline_ms)
 {
 	_cleanup_(freep) char *root = key_root(f->prefix);
