@@ -79,6 +79,10 @@ LIB_OBJS = \
 	orchestrate/etcd/etcd_call.o \
 	orchestrate/fleet/schema.o \
 	orchestrate/fleet/fleet.o \
+	orchestrate/fleet/fleet_codec.o \
+	orchestrate/fleet/fleet_view.o \
+	orchestrate/fleet/fleet_batch.o \
+	orchestrate/fleet/fleet_cli.o \
 	orchestrate/fleet/fleet_identity.o \
 	orchestrate/fleet/fleet_lease.o \
 	orchestrate/fleet/fleet_model.o \

@@ -327,11 +327,6 @@ static bool kv_under(const struct etcd_kv *kv, const char *dir)
 	return kv->key_len > n && strncmp(kv->key, dir, n) == 0;
 }
 
-static bool kv_is(const struct etcd_kv *kv, const char *key)
-{
-	return kv->key_len == strlen(key) && memcmp(kv->key, key, kv->key_len) == 0;
-}
-
 int fleet_rollout_state(struct fleet *f, struct rollout_state *ret)
 {
 	const char *P = fleet_prefix(f);
