@@ -91,6 +91,7 @@ LIB_OBJS = \
 	orchestrate/fleet/catalog.o \
 	orchestrate/output/hiera.o \
 	orchestrate/output/render.o \
+	orchestrate/output/render_commands.o \
 	orchestrate/config/config.o \
 	orchestrate/config/options.o \
 	orchestrate/config/netif.o \
