@@ -6,7 +6,7 @@
  *
  * Each command validates its names before it asks for the fleet, so an
  * invalid name never reaches a request, and leaves keys and request bodies to
- * schema.c and fleet.c, output to render.c.  The CI gates (verify_hosts,
+ * schema.c and fleet.c, output to output/.  The CI gates (verify_hosts,
  * check_single_version) can block with --wait on fleet.h's watch-based waits,
  * never a polling loop.
  */
