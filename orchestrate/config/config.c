@@ -699,10 +699,27 @@ static int expect_key(struct cparser *p, const yaml_event_t *ev)
 		       ev->type == YAML_SEQUENCE_START_EVENT ? "list" : "mapping");
 }
 
+/* The next key of a mapping: 1 with ev its scalar, pushed on the path of
+ * messages (*ret_saved pops it), 0 at the mapping's end, or an error. */
+static int next_key(struct cparser *p, yaml_event_t *ev, size_t *ret_saved)
+{
+	int r;
+
+	if ((r = next_event(p, ev)) < 0)
+		return r;
+	if (ev->type == YAML_MAPPING_END_EVENT)
+		return 0;
+	if ((r = expect_key(p, ev)) < 0)
+		return r;
+	*ret_saved = path_push(p, (const char *)ev->data.scalar.value, ev->data.scalar.length);
+	return 1;
+}
+
 /*
  * The one walk of a mapping of known keys (the top level, each section, each
- * item of node.depends): for each key, find() gives its index below n (n:
- * "unknown key"), line[] refuses a key seen before and records where it was,
+ * item of node.depends): for each key, its index below n is its place in
+ * names[], or what find() says when the keys are no plain list (n: "unknown
+ * key"); line[] refuses a key seen before and records where it was,
  * and value() reads the value from its first event, with the key on the
  * path of messages.  A value that is not a mapping is refused as expected,
  * save null when null_ok (an empty mapping: every default).
@@ -711,6 +728,7 @@ struct mapping_walk {
 	const char *expected;
 	bool null_ok;
 	size_t n;
+	const char *const *names;	/* n names, or NULL and find */
 	size_t *line;
 	size_t (*find)(const yaml_event_t *key, const void *ctx);
 	int (*value)(struct cparser *p, size_t i, const yaml_event_t *ev, void *ctx);
@@ -728,16 +746,16 @@ static int walk_mapping(struct cparser *p, const yaml_event_t *first, const stru
 		return fail_value(p, first, w->expected);
 
 	for (;;) {
-		size_t i;
-		if ((r = next_event(p, &ev)) < 0)
+		size_t i, saved;
+		if ((r = next_key(p, &ev, &saved)) <= 0)
 			return r;
-		if (ev.type == YAML_MAPPING_END_EVENT)
-			break;
-		if ((r = expect_key(p, &ev)) < 0)
-			return r;
-		size_t saved = path_push(p, (const char *)ev.data.scalar.value,
-					 ev.data.scalar.length);
-		i = w->find(&ev, w->ctx);
+		if (w->names) {
+			for (i = 0; i < w->n; i++)
+				if (scalar_is(&ev, w->names[i]))
+					break;
+		} else {
+			i = w->find(&ev, w->ctx);
+		}
 		if (i == w->n)
 			return fail_at(p, mark_line(&ev.start_mark), "unknown key");
 		if (w->line[i])
@@ -751,7 +769,6 @@ static int walk_mapping(struct cparser *p, const yaml_event_t *first, const stru
 			return r;
 		path_pop(p, saved);
 	}
-	return 0;
 }
 
 static int parse_addresses(struct cparser *p, const yaml_event_t *first, struct config *c)
@@ -764,15 +781,12 @@ static int parse_addresses(struct cparser *p, const yaml_event_t *first, struct 
 	for (;;) {
 		_cleanup_(freep) char *iface = NULL;
 		_cleanup_(freep) char *address = NULL;
+		size_t saved;
 
-		if ((r = next_event(p, &ev)) < 0)
+		if ((r = next_key(p, &ev, &saved)) < 0)
 			return r;
-		if (ev.type == YAML_MAPPING_END_EVENT)
+		if (r == 0)
 			break;
-		if ((r = expect_key(p, &ev)) < 0)
-			return r;
-		size_t saved = path_push(p, (const char *)ev.data.scalar.value,
-					 ev.data.scalar.length);
 		if ((r = scalar_name(p, &ev, "interface name", &iface)) < 0)
 			return r;
 		for (size_t i = 0; i < c->n_addresses; i++)
@@ -801,15 +815,6 @@ static int parse_addresses(struct cparser *p, const yaml_event_t *first, struct 
 }
 
 static const char *const depend_keys[] = { "service", "count", "healthy" };
-
-static size_t depend_find(const yaml_event_t *key, const void *ctx)
-{
-	size_t k;
-	for (k = 0; k < ELEMENTSOF(depend_keys); k++)
-		if (scalar_is(key, depend_keys[k]))
-			break;
-	return k;
-}
 
 static int depend_value(struct cparser *p, size_t k, const yaml_event_t *ev, void *ctx)
 {
@@ -843,8 +848,8 @@ static int parse_depend(struct cparser *p, const yaml_event_t *first, struct con
 	size_t seen[ELEMENTSOF(depend_keys)] = { 0 };
 	const struct mapping_walk w = {
 		.expected = "a mapping of service, count and healthy",
-		.n = ELEMENTSOF(depend_keys), .line = seen,
-		.find = depend_find, .value = depend_value, .ctx = c,
+		.n = ELEMENTSOF(depend_keys), .names = depend_keys, .line = seen,
+		.value = depend_value, .ctx = c,
 	};
 	struct config_depend *d;
 	int r;
@@ -970,15 +975,6 @@ static int section_value(struct cparser *p, size_t k, const yaml_event_t *ev, vo
 	return parse_value(p, &keys[k], ev, sw->c);
 }
 
-static size_t top_find(const yaml_event_t *key, const void *ctx)
-{
-	size_t s;
-	for (s = 0; s < ELEMENTSOF(sections); s++)
-		if (scalar_is(key, sections[s]))
-			break;
-	return s;
-}
-
 static int top_value(struct cparser *p, size_t s, const yaml_event_t *ev, void *ctx)
 {
 	struct section_walk sw = { .c = ctx, .section = sections[s] };
@@ -995,8 +991,8 @@ static int parse_top(struct cparser *p, const yaml_event_t *first, struct config
 {
 	const struct mapping_walk w = {
 		.expected = "a mapping at the top level", .null_ok = true,
-		.n = ELEMENTSOF(sections), .line = p->section_line,
-		.find = top_find, .value = top_value, .ctx = c,
+		.n = ELEMENTSOF(sections), .names = sections, .line = p->section_line,
+		.value = top_value, .ctx = c,
 	};
 	return walk_mapping(p, first, &w);
 }

@@ -125,20 +125,12 @@ int fleet_batch_running_version(struct fleet_batch *b, const char *host, const c
 int fleet_batch_alive(struct fleet_batch *b, const char *host, const char *version, long pid,
 		      int64_t lease)
 {
-	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
 	_cleanup_(freep) char *value = NULL;
 	int r;
 
 	if (!name_ok(host) || !optional_name_ok(version))
 		return -EINVAL;
-	if (!obj)
-		return -ENOMEM;
-	if ((r = json_add_int64(obj, "time", fleet_now())) < 0 ||
-	    (r = json_add_string_opt(obj, "version", version)) < 0)
-		return r;
-	if (!cJSON_AddNumberToObject(obj, "pid", (double)pid))
-		return -ENOMEM;
-	if ((r = json_print(obj, &value)) < 0)
+	if ((r = alive_value(version, pid, &value)) < 0)
 		return r;
 	return batch_put(b, key_alive(fleet_prefix(b->f), host), value, lease);
 }

@@ -276,29 +276,53 @@ static int view_add(struct fleet_view *v, struct status_seen *seen, enum view_so
 	}
 }
 
-/* Every host named anywhere, sorted and unique, as the view's host array. */
-static int view_collect_hosts(struct view_read *vr, struct fleet_view *v)
+/* Calls fn with every key of vr that splits into its source's names (the
+ * host the last of them), stopping at the first error fn returns. */
+static int view_each_key(struct view_read *vr,
+			 int (*fn)(enum view_source s, char **parts, const struct etcd_kv *kv,
+				   void *ctx),
+			 void *ctx)
 {
-	_cleanup_(strv_freep) char **all = NULL;
-	_cleanup_(strv_freep) char **names = NULL;
-	size_t n_all = 0, n = 0;
-	int r;
-
 	for (int s = 0; s < _SOURCE_MAX; s++) {
 		for (size_t i = 0; i < vr->lists[s].n; i++) {
 			_cleanup_(freep) char *copy = NULL;
 			char *parts[3];
 			const struct etcd_kv *kv = &vr->lists[s].kvs[i];
+			int r;
 
 			if (key_split(kv->key, kv->key_len, vr->dirs[s], parts, source_parts[s],
 				      &copy) != source_parts[s])
 				continue;
-			r = strv_push(&all, &n_all, parts[source_parts[s] - 1]);
-			if (r < 0)
+			if ((r = fn((enum view_source)s, parts, kv, ctx)) < 0)
 				return r;
 		}
 	}
-	r = strv_finish_sorted(&all, &n_all, &names);
+	return 0;
+}
+
+struct host_names {
+	char **v;
+	size_t n;
+};
+
+static int host_name_push(enum view_source s, char **parts, const struct etcd_kv *kv, void *ctx)
+{
+	struct host_names *all = ctx;
+	return strv_push(&all->v, &all->n, parts[source_parts[s] - 1]);
+}
+
+/* Every host named anywhere, sorted and unique, as the view's host array. */
+static int view_collect_hosts(struct view_read *vr, struct fleet_view *v)
+{
+	_cleanup_(strv_freep) char **names = NULL;
+	struct host_names all = { 0 };
+	size_t n = 0;
+	int r;
+
+	r = view_each_key(vr, host_name_push, &all);
+	if (r == 0)
+		r = strv_finish_sorted(&all.v, &all.n, &names);
+	strv_free(all.v);
 	if (r < 0)
 		return r;
 	n = strv_length(names);
@@ -326,6 +350,17 @@ static void status_seen_free(struct status_seen *seen, size_t n)
 	free(seen);
 }
 
+struct view_adding {
+	struct fleet_view *v;
+	struct status_seen *seen;
+};
+
+static int view_add_key(enum view_source s, char **parts, const struct etcd_kv *kv, void *ctx)
+{
+	struct view_adding *a = ctx;
+	return view_add(a->v, a->seen, s, parts, kv);
+}
+
 static int view_build(struct view_read *vr, const char *P, struct fleet_view *v)
 {
 	struct status_seen *seen;
@@ -337,21 +372,10 @@ static int view_build(struct view_read *vr, const char *P, struct fleet_view *v)
 	seen = calloc(v->n ? v->n : 1, sizeof(*seen));
 	if (!seen)
 		return -ENOMEM;
-	for (int s = 0; s < _SOURCE_MAX; s++) {
-		for (size_t i = 0; i < vr->lists[s].n; i++) {
-			_cleanup_(freep) char *copy = NULL;
-			char *parts[3];
-			const struct etcd_kv *kv = &vr->lists[s].kvs[i];
-
-			if (key_split(kv->key, kv->key_len, vr->dirs[s], parts, source_parts[s],
-				      &copy) != source_parts[s])
-				continue;
-			r = view_add(v, seen, (enum view_source)s, parts, kv);
-			if (r < 0) {
-				status_seen_free(seen, v->n);
-				return r;
-			}
-		}
+	r = view_each_key(vr, view_add_key, &(struct view_adding){ v, seen });
+	if (r < 0) {
+		status_seen_free(seen, v->n);
+		return r;
 	}
 	/* the detail worth a glance: why the config run failed or waits, else why
 	 * validation failed */
