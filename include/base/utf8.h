@@ -1,6 +1,6 @@
 /*
- * utf8.h — UTF-8 decoding, strictly: what fleet.c stores (valid UTF-8, so that
- * cJSON writes valid JSON) and what render.c shows (no control characters)
+ * utf8.h — UTF-8 decoding, strictly: what fleet/ stores (valid UTF-8, so that
+ * cJSON writes valid JSON) and what output/ shows (no control characters)
  * both start from here; and the one UTF-8-safe cut of a text's tail.
  */
 #ifndef ORCHESTRATE_UTF8_H

@@ -6,6 +6,7 @@
 #ifndef ORCHESTRATE_FLEET_INTERNAL_H
 #define ORCHESTRATE_FLEET_INTERNAL_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
