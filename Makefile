@@ -58,8 +58,10 @@ QUIET_CC = @echo '   ' CC $@;
 QUIET_LINK = @echo '   ' LINK $@;
 endif
 
-# The library every program links: base, etcd client, schema, fleet operations,
-# rendering and config.  Listed lowest layer first.
+# The library every program links: base, etcd client, fleet (the key layout and
+# the operations), output, config, and the hook runner's protocol; grouped by
+# folder, lowest layer first (README.md, "Layout").  The order is for the
+# reader, not the linker: an archive's index finds a symbol wherever it is.
 LIB_OBJS = \
 	orchestrate/base/buf.o \
 	orchestrate/base/log.o \
@@ -70,11 +72,17 @@ LIB_OBJS = \
 	orchestrate/base/address.o \
 	orchestrate/base/utf8.o \
 	orchestrate/base/backoff.o \
+	orchestrate/base/json.o \
+	orchestrate/base/array.o \
 	orchestrate/etcd/etcd.o \
 	orchestrate/etcd/etcd_watch.o \
 	orchestrate/etcd/etcd_call.o \
 	orchestrate/fleet/schema.o \
 	orchestrate/fleet/fleet.o \
+	orchestrate/fleet/fleet_codec.o \
+	orchestrate/fleet/fleet_view.o \
+	orchestrate/fleet/fleet_batch.o \
+	orchestrate/fleet/fleet_cli.o \
 	orchestrate/fleet/fleet_identity.o \
 	orchestrate/fleet/fleet_lease.o \
 	orchestrate/fleet/fleet_model.o \
@@ -83,6 +91,7 @@ LIB_OBJS = \
 	orchestrate/fleet/catalog.o \
 	orchestrate/output/hiera.o \
 	orchestrate/output/render.o \
+	orchestrate/output/render_commands.o \
 	orchestrate/config/config.o \
 	orchestrate/config/options.o \
 	orchestrate/config/netif.o \
@@ -109,23 +118,12 @@ DAEMON_OBJS = \
 	orchestrate/hook/hook.o \
 	orchestrate/output/metrics.o
 
-UNIT_TESTS = \
-	tests/unit/test_schema \
-	tests/unit/test_hiera \
-	tests/unit/test_etcd_json \
-	tests/unit/test_config \
-	tests/unit/test_render \
-	tests/unit/test_hook \
-	tests/unit/test_local \
-	tests/unit/test_rollout \
-	tests/unit/test_wait \
-	tests/unit/test_etcd_range \
-	tests/unit/test_hook_proto \
-	tests/unit/test_fleet_model \
-	tests/unit/test_backoff
-
 # Drivers that a shell test runs against the etcd it started (not by prove).
 ETCD_DRIVERS = tests/unit/test_etcd_settle
+
+# Every other tests/unit/test_*.c is a unit test that prove runs: a new one
+# needs no line here.
+UNIT_TESTS = $(filter-out $(ETCD_DRIVERS),$(patsubst %.c,%,$(wildcard tests/unit/test_*.c)))
 
 # The binaries go to bin/: orchestrate/ is the source folder, and a file cannot
 # share its name at the top of the tree.
@@ -152,10 +150,6 @@ bin/orchestrate-hook-runner: $(RUNNER_OBJS) liborchestrate.a
 	@mkdir -p bin
 	$(QUIET_LINK)$(CC) $(ALL_CFLAGS) -o $@ $(RUNNER_OBJS) liborchestrate.a $(ALL_LDFLAGS) $(PKG_LIBS)
 
-# The command files share cli.h, the dispatcher's internal header.
-$(CLI_OBJS): orchestrate/cli/cli.h
-$(DAEMON_OBJS): orchestrate/node/node_internal.h
-
 # Objects depend on the flags they were built with (git's GIT-CFLAGS): a
 # different PREFIX (the hooks' default paths) or SANITIZE rebuilds them, so
 # `make install PREFIX=/usr` never installs binaries built for /usr/local.
@@ -163,15 +157,23 @@ BUILD_FLAGS = .build-flags
 $(BUILD_FLAGS): FORCE
 	@echo '$(ALL_CFLAGS) $(ALL_LDFLAGS)' | cmp -s - $@ || echo '$(ALL_CFLAGS) $(ALL_LDFLAGS)' >$@
 
-%.o: %.c $(wildcard include/*/*.h) Makefile $(BUILD_FLAGS)
-	$(QUIET_CC)$(CC) $(ALL_CFLAGS) -c -o $@ $<
+# Each compile writes the headers it read to a .d file beside its output
+# (-MMD; -MP adds a target for each header, so that a header removed is no
+# error), and make reads them back: an object depends on exactly the headers
+# it includes, internal ones (etcd_internal.h, cli.h, node_internal.h)
+# included.  A first build has no .d files and needs none: everything is
+# built anyway.
+DEPFLAGS = -MMD -MP
 
-tests/unit/%: tests/unit/%.c tests/unit/tap.h liborchestrate.a
-	$(QUIET_LINK)$(CC) $(ALL_CFLAGS) -Itests/unit -o $@ $< liborchestrate.a $(ALL_LDFLAGS) $(PKG_LIBS)
+%.o: %.c Makefile $(BUILD_FLAGS)
+	$(QUIET_CC)$(CC) $(ALL_CFLAGS) $(DEPFLAGS) -c -o $@ $<
+
+tests/unit/%: tests/unit/%.c liborchestrate.a
+	$(QUIET_LINK)$(CC) $(ALL_CFLAGS) $(DEPFLAGS) -Itests/unit -o $@ $< liborchestrate.a $(ALL_LDFLAGS) $(PKG_LIBS)
 
 # The hook runner is daemon code, not in the library: its driver links it.
-tests/unit/test_hook: tests/unit/test_hook.c tests/unit/tap.h orchestrate/hook/hook.o liborchestrate.a
-	$(QUIET_LINK)$(CC) $(ALL_CFLAGS) -Itests/unit -o $@ $< orchestrate/hook/hook.o liborchestrate.a $(ALL_LDFLAGS) $(PKG_LIBS)
+tests/unit/test_hook: tests/unit/test_hook.c orchestrate/hook/hook.o liborchestrate.a
+	$(QUIET_LINK)$(CC) $(ALL_CFLAGS) $(DEPFLAGS) -Itests/unit -o $@ $< orchestrate/hook/hook.o liborchestrate.a $(ALL_LDFLAGS) $(PKG_LIBS)
 
 # The test runner is prove (TAP): unit drivers first, then the numbered shell
 # scripts, each of which starts its own etcd on free loopback ports.
@@ -224,9 +226,9 @@ FUZZ_CFLAGS = -std=gnu11 $(WARNINGS) -Wno-format-nonliteral -Iinclude $(PKG_CFLA
 	-g -O1 $(FUZZ_SAN)
 FUZZ_LIB_OBJS = $(patsubst orchestrate/%.o,$(FUZZ_BUILD)/%.o,$(LIB_OBJS))
 
-$(FUZZ_BUILD)/%.o: orchestrate/%.c $(wildcard include/*/*.h) Makefile
+$(FUZZ_BUILD)/%.o: orchestrate/%.c Makefile
 	@mkdir -p $(dir $@)
-	$(QUIET_CC)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
+	$(QUIET_CC)$(FUZZ_CC) $(FUZZ_CFLAGS) $(DEPFLAGS) -fsanitize=fuzzer-no-link -c -o $@ $<
 
 $(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_LIB_OBJS)
 	$(QUIET_LINK)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_LIB_OBJS) $(PKG_LIBS)
@@ -291,7 +293,8 @@ install: all
 	install -m 0644 LICENSE $(DESTDIR)$(puppetmoduledir)/LICENSE
 
 clean:
-	rm -f $(PROGRAMS) liborchestrate.a orchestrate/*/*.o $(UNIT_TESTS) $(ETCD_DRIVERS) $(BUILD_FLAGS)
+	rm -f $(PROGRAMS) liborchestrate.a orchestrate/*/*.o orchestrate/*/*.d tests/unit/*.d \
+		$(UNIT_TESTS) $(ETCD_DRIVERS) $(BUILD_FLAGS)
 	rm -rf tests/trash.* $(FUZZ_BUILD) bench/out.spawn_cost
 
 .PHONY: all check check-layers check-unit bench bench-spawn demo lint-man print-version fuzz fuzz-build install clean FORCE
@@ -324,3 +327,7 @@ clean-bench:
 	rm -f bench/fleet-sim $(FLEET_SIM_FLAGS)
 
 .PHONY: bench-fleet bench-daemons clean-bench
+
+# The headers each object read (DEPFLAGS above), last: every variable they
+# name is set by now.
+-include $(wildcard orchestrate/*/*.d tests/unit/*.d $(FUZZ_BUILD)/*/*.d)

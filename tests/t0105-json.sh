@@ -1,6 +1,6 @@
 #!/bin/bash
 #
-# --json: machine-readable output for every read command (SPEC §3), with the
+# --json: machine-readable output for every read command (orchestrate(1)), with the
 # same exit codes as without it.
 
 test_description='--json output of every read command'

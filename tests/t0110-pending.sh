@@ -1,6 +1,6 @@
 #!/bin/bash
 #
-# pending_update's four answers (SPEC §3) and local_version.
+# pending_update's four answers (orchestrate(1) "EXIT STATUS") and local_version.
 
 test_description='pending_update and local_version'
 . "$(dirname "$0")/test-lib.sh"

@@ -109,7 +109,7 @@ test_expect_success 'setup: a known catalog written with etcdctl' '
 	EOF2
 '
 
-test_expect_success 'get_services prints the hiera YAML of SPEC §4, byte for byte' '
+test_expect_success 'get_services prints the hiera YAML of orchestrate(1), byte for byte' '
 	orch get_services >actual.yaml &&
 	test_cmp expect.yaml actual.yaml
 '

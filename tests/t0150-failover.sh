@@ -60,7 +60,7 @@ for cmd in 'rollback' 'running_versions' 'hosts_at_version v1' 'verify_hosts v1 
 	"
 done
 
-test_expect_success 'all endpoints dead: ping exits 1 (its own code in SPEC §3)' '
+test_expect_success 'all endpoints dead: ping exits 1 (its own code in orchestrate(1))' '
 	test_expect_code 1 orch --etcd "$DEAD1" ping >out 2>err &&
 	test -s err
 '

@@ -2,7 +2,7 @@
 #
 # Authentication: --user with ORCHESTRATE_PASSWORD or --password-file against an
 # etcd with auth enabled; refused credentials or permissions exit 77 and write
-# nothing (SPEC §3).
+# nothing (orchestrate(1) "EXIT STATUS").
 
 test_description='etcd authentication and permissions'
 . "$(dirname "$0")/test-lib.sh"

@@ -278,7 +278,7 @@ test_done () {
 # --- the programs under test --------------------------------------------------------
 
 # orch ARGS...  — orchestrate with the trash directory's config file.  Global
-# options go before the command (SPEC §3: orchestrate [GLOBAL OPTIONS] COMMAND).
+# options go before the command (orchestrate(1) SYNOPSIS: orchestrate [GLOBAL OPTIONS] COMMAND).
 orch () {
 	orchestrate --config "$ORCH_CONFIG" "$@"
 }

@@ -1,5 +1,5 @@
 /*
- * exitcode.h — the exit statuses of SPEC §3 and the README, sysexits(3)
+ * exitcode.h — the exit statuses of orchestrate(1) "EXIT STATUS" and the README, sysexits(3)
  * values, for both programs.  Which error maps to which status is the
  * command line's decision (cli.c, cli_exit_code()); the library only returns
  * errno-style codes.

@@ -1,6 +1,7 @@
 /*
  * strv.h — NULL-terminated vectors of strings (char **), and the one way to
- * build them (systemd's strv, git's string_list).
+ * build them (systemd's strv, git's string_list); and the one null-safe
+ * string equality.
  *
  * A vector is built by pushing onto a pair (char **v, size_t n): v NULL and n
  * 0 to start with, n its length after each push.  The vector is
@@ -16,8 +17,15 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <string.h>
 
 #include "base/cleanup.h"	/* strv_free(), strv_freep() */
+
+/* Whether a and b are the same string, or both NULL (systemd's streq_ptr). */
+static inline bool streq_ptr(const char *a, const char *b)
+{
+	return a == b || (a && b && strcmp(a, b) == 0);
+}
 
 /* The number of strings before the NULL (0 for a NULL vector). */
 size_t strv_length(char *const *v);
@@ -26,8 +34,6 @@ bool strv_contains(char *const *v, const char *s);
 
 /* Appends a copy of s. */
 int strv_push(char ***v, size_t *n, const char *s);
-/* Appends a copy of the len bytes at s (which need not be NUL-terminated). */
-int strv_pushn(char ***v, size_t *n, const char *s, size_t len);
 /* Appends s itself, which the vector then owns; s is freed when this fails. */
 int strv_consume(char ***v, size_t *n, char *s);
 

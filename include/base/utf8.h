@@ -1,7 +1,7 @@
 /*
- * utf8.h — UTF-8 decoding, strictly: what fleet.c stores (valid UTF-8, so that
- * cJSON writes valid JSON) and what render.c shows (no control characters)
- * both start from here.
+ * utf8.h — UTF-8 decoding, strictly: what fleet/ stores (valid UTF-8, so that
+ * cJSON writes valid JSON) and what output/ shows (no control characters)
+ * both start from here; and the one UTF-8-safe cut of a text's tail.
  */
 #ifndef ORCHESTRATE_UTF8_H
 #define ORCHESTRATE_UTF8_H
@@ -16,5 +16,14 @@
  * a surrogate or a code point past U+10FFFF.
  */
 size_t utf8_sequence(const unsigned char *s, size_t n, uint32_t *ret_cp);
+
+/*
+ * The last max bytes of s as valid UTF-8, in *ret (0, or -ENOMEM).  A failed
+ * run's error is at the end of its output, so the tail is what is kept; the
+ * cut never splits a multibyte sequence, and invalid bytes become U+FFFD
+ * (cJSON would emit them raw and make the value invalid JSON for every other
+ * reader).
+ */
+int utf8_tail(const char *s, size_t max, char **ret);
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * config.h — the YAML configuration file of SPEC §4, read strictly with libyaml.
+ * config.h — the YAML configuration file of orchestrate.conf(5), read strictly with libyaml.
  *
  * config_load() parses a file into a new struct config, filled with defaults for
  * every key the file leaves out.  A file that does not parse, holds an unknown key,
@@ -18,11 +18,22 @@
 #include <stddef.h>
 
 #define CONFIG_DEFAULT_PATH "/etc/orchestrate/orchestrate.yaml"
+/* etcd when nothing names it (orchestrate(1) "--etcd"). */
+#define CONFIG_DEFAULT_ENDPOINT "http://127.0.0.1:2379"
 /* The daemon's own files (orchestrated(8) "FILES"): in its state directory,
  * which its user owns, so that it needs no write access anywhere else. */
-#define CONFIG_DEFAULT_LOCAL_VERSION "/var/lib/orchestrate/current_version"
-#define CONFIG_DEFAULT_HIERA_SERVICES "/var/lib/orchestrate/hiera/services.yaml"
+#define CONFIG_DEFAULT_STATE_DIR "/var/lib/orchestrate"
+#define CONFIG_DEFAULT_LOCAL_VERSION CONFIG_DEFAULT_STATE_DIR "/current_version"
+#define CONFIG_DEFAULT_HIERA_SERVICES CONFIG_DEFAULT_STATE_DIR "/hiera/services.yaml"
 #define CONFIG_DEFAULT_DAEMON_USER "orchestrate"
+
+/*
+ * The hook kinds, in the order a version's run takes them: the one list of
+ * them, as X(NAME) for each.  A kind NAME has its path in struct config as
+ * hook_NAME, its key hooks.NAME in the file, and NAME is what the hook
+ * runner's protocol carries (hook_proto.h).
+ */
+#define CONFIG_HOOK_KINDS(X) X(upgrade) X(config) X(validate) X(services)
 
 struct config_depend {
 	char *service;
@@ -39,7 +50,7 @@ struct config {
 	char *path;			/* the file it came from, or NULL for defaults */
 
 	/* etcd: */
-	char **endpoints;		/* NULL-terminated; default {"http://127.0.0.1:2379"} */
+	char **endpoints;		/* NULL-terminated; default {CONFIG_DEFAULT_ENDPOINT} */
 	char *prefix;			/* default "" */
 	char *cacert, *cert, *key;	/* default NULL */
 	char *user;			/* default NULL */
@@ -101,6 +112,9 @@ int config_load(const char *path, bool missing_ok, struct config **ret, char **r
 int config_parse(const char *text, size_t len, const char *name, struct config **ret,
 		 char **ret_error);
 struct config *config_free(struct config *c);
+/* The path configured for the hook kind name (NULL or "" for none); NULL
+ * too when name is no hook kind. */
+const char *config_hook_path(const struct config *cfg, const char *name);
 static inline void config_freep(struct config **c) { if (*c) config_free(*c); }
 
 #endif

@@ -19,7 +19,7 @@
 #include "config/config.h"
 #include "fleet/catalog.h"
 
-/* The name rule of SPEC §2 (schema_name_problem()), for hook/, which may not
+/* The name rule of orchestrate(1) (schema_name_problem()), for hook/, which may not
  * use fleet/: the root hook runner checks the names a client sends with it, so
  * that one rule holds everywhere.  NULL when name is valid. */
 const char *local_name_problem(const char *name);

@@ -1,6 +1,6 @@
 /*
- * netif.h — this node's own addresses, for publish_service's default (SPEC §3:
- * "addresses to every IPv4 interface but loopback").
+ * netif.h — this node's own addresses, for publish_service's default
+ * (orchestrate(1): "every IPv4 address of every interface but loopback").
  */
 #ifndef ORCHESTRATE_NETIF_H
 #define ORCHESTRATE_NETIF_H

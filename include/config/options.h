@@ -1,5 +1,5 @@
 /*
- * options.h — the global options of SPEC §3, shared by orchestrate and
+ * options.h — the global options of orchestrate(1), shared by orchestrate and
  * orchestrated, and their resolution into the settings a program runs with.
  *
  * Two steps, kept apart so that both programs parse argv their own way:

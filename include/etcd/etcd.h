@@ -89,8 +89,6 @@ static inline void etcd_client_freep(struct etcd_client **c) { if (*c) etcd_clie
 
 /* "etcd 'http://10.0.0.1:2379': connection refused" — the last failure. */
 const char *etcd_last_error(const struct etcd_client *c);
-/* The endpoint that answered last (or will be tried first). */
-const char *etcd_current_endpoint(const struct etcd_client *c);
 
 /*
  * Endpoints.  An endpoint is the URL of a member's gateway:

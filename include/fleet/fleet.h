@@ -15,6 +15,14 @@
  * Names (hosts, versions, services, groups) must be validated by the caller with
  * schema_name_valid(); a function given an invalid name returns -EINVAL without
  * sending any request.
+ *
+ * One header, one file a concern (a heading below names its file when that is
+ * not fleet.c, and so does a note before a declaration from another file than
+ * its section's): fleet.c, the operations, each one request or one txn;
+ * fleet_codec.c, every stored value's JSON; fleet_view.c, the whole-fleet view
+ * and its reading thread (the command line's); fleet_batch.c, the batches (the
+ * daemon's); fleet_cli.c, what only the command line asks; fleet_identity.c
+ * and fleet_wait.c as headed.
  */
 #ifndef ORCHESTRATE_FLEET_H
 #define ORCHESTRATE_FLEET_H
@@ -57,7 +65,7 @@ int fleet_rollback(struct fleet *f, char **ret_version);
  * construction). */
 int fleet_set_running_version(struct fleet *f, const char *host, const char *version,
 			      int64_t lease);
-/* Decodes running_version/HOST's value strictly: 0 and *ret_version (caller
+/* fleet_codec.c: decodes running_version/HOST's value strictly: 0 and *ret_version (caller
  * frees) when it is a JSON object whose "version" is a valid name, -EBADMSG
  * otherwise (the host then counts as running no version), -ENOMEM. */
 int fleet_running_decode(const char *value, size_t len, char **ret_version);
@@ -101,11 +109,6 @@ int fleet_get_status(struct fleet *f, const char *host, enum status_type type,
  * group is not NULL. */
 int fleet_register(struct fleet *f, const char *host, const char *group, const char *version,
 		   long pid, int64_t lease);
-/* Puts alive/HOST {"time","version","pid"} under lease alone: what a node
- * calls when the version it runs changed (its run succeeded), so that
- * alive/HOST and `status --json`'s alive_version say the version it runs. */
-int fleet_set_alive(struct fleet *f, const char *host, const char *version, long pid,
-		    int64_t lease);
 int fleet_provision(struct fleet *f, const char *host);
 /* Deletes every key of host in one txn; returns the number of keys deleted. */
 int fleet_decommission(struct fleet *f, const char *host);
@@ -139,6 +142,7 @@ struct pause_entry {
 	char *reason;
 	int64_t time;		/* 0 when not recorded */
 };
+/* fleet_cli.c: */
 int fleet_pauses_list(struct fleet *f, struct pause_entry **ret, size_t *ret_n);
 void pause_entries_free(struct pause_entry *p, size_t n);
 
@@ -148,11 +152,11 @@ int fleet_alive_count(struct fleet *f, size_t *ret);
 /* How many hosts registered in group (keys under groups/GROUP/; one count-only
  * range), so that `pause --group` can warn about a group nobody is in. */
 int fleet_group_size(struct fleet *f, const char *group, size_t *ret);
-/* 1 when host is alive or provisioned (registered at some time), 0 when etcd
- * has never heard of it. */
+/* fleet_cli.c: 1 when host is alive or provisioned (registered at some time),
+ * 0 when etcd has never heard of it. */
 int fleet_host_known(struct fleet *f, const char *host);
 
-/* One host in full (`status HOST`): each state it holds, with its time, exit
+/* fleet_cli.c: one host in full (`status HOST`): each state it holds, with its time, exit
  * code, version and whole detail, and its alive key with the lease it is under. */
 struct host_state {
 	enum status_type type;
@@ -211,6 +215,7 @@ static inline bool rollout_policy_has_budget(const struct rollout_policy *p)
 	return p->has_max_failures || p->max_fail_percent > 0;
 }
 
+/* fleet_codec.c: */
 void rollout_policy_release(struct rollout_policy *p);
 static inline void rollout_policy_releasep(struct rollout_policy *p) { rollout_policy_release(p); }
 /* Why p is not a valid policy ("max_parallel and max_percent are exclusive",
@@ -220,6 +225,7 @@ const char *rollout_policy_problem(const struct rollout_policy *p);
 int rollout_policy_decode(const char *value, size_t len, struct rollout_policy *ret);
 /* Encodes p (which must be valid) as the stored JSON; caller frees. */
 int rollout_policy_encode(const struct rollout_policy *p, char **ret);
+/* fleet.c: */
 /* Returns 1 and *ret when a policy is set, 0 when none, -EPROTO when the stored
  * value is not a valid policy (*ret_raw, when not NULL, then holds it). */
 int fleet_get_policy(struct fleet *f, struct rollout_policy *ret, char **ret_raw);
@@ -235,7 +241,7 @@ int fleet_clear_policy(struct fleet *f);
 int fleet_pause_find(const struct etcd_kv_list *list, const char *P, const char *host,
 		     const char *group, char **ret_reason);
 
-/* --- batches: several changes of one host in one txn ------------------------ */
+/* --- batches: several changes of one host in one txn (fleet_batch.c) -------- */
 
 /*
  * Each fleet_batch_*() checks its arguments (-EINVAL, nothing added) and adds
@@ -319,13 +325,13 @@ int fleet_batch_commit_start(struct fleet_batch *b, long patience_ms, fleet_comm
 int fleet_batch_applied_start(struct fleet_batch *b, long patience_ms, fleet_commit_fn fn,
 			      void *userdata, struct etcd_call **ret);
 
-/* The JSON value of available_services/SERVICE/HOST; -EINVAL for a bad name or
+/* fleet_codec.c: the JSON value of available_services/SERVICE/HOST; -EINVAL for a bad name or
  * address.  A node compares it with what it published to write only changes. */
 int fleet_service_value(const char *service, const char *host,
 			const struct catalog_entry *addresses, size_t n_addresses, bool healthy,
 			char **ret);
 
-/* --- the fleet at a glance --------------------------------------------------- */
+/* --- the fleet at a glance (fleet_view.c) ------------------------------------ */
 
 struct host_view {
 	char *host;
@@ -361,10 +367,10 @@ int fleet_view_read(struct fleet *f, struct fleet_view *ret);
 void fleet_view_release(struct fleet_view *v);
 static inline void fleet_view_releasep(struct fleet_view *v) { fleet_view_release(v); }
 
-/* Unix time now (seconds); the value stored in "time" fields. */
+/* fleet_codec.c: unix time now (seconds); the value stored in "time" fields. */
 int64_t fleet_now(void);
 
-/* --- the connection, for the command line ------------------------------------ */
+/* --- the connection, for the command line (fleet_cli.c) ---------------------- */
 
 /*
  * Makes f a fleet on a new etcd client of opts, with prefix (NULL or "" for
@@ -431,7 +437,7 @@ int fleet_identity_apply(struct fleet *f, const char *host, const char *password
 /* Deletes the user host and its role; returns how many of the two existed. */
 int fleet_identity_remove(struct fleet *f, const char *host);
 
-/* --- failures ------------------------------------------------------------------ */
+/* --- failures (fleet_view.c) --------------------------------------------------- */
 
 /* What get_failures reports, from one view: the hosts failed in puppet, those
  * failed in validation, and the unaccounted ones (provisioned, not alive),
@@ -547,12 +553,11 @@ struct rollout_record;
 bool fleet_wait_halt_applies(const struct rollout_record *halt, const char *version,
 			     const char *current, int64_t current_mod);
 
-/* Blocks until anything below the prefix changes after revision (status
- * --watch); 0 then, or a negative code.  A compacted revision counts as a
- * change: the caller reads everything again either way. */
-int fleet_wait_change(struct fleet *f, int64_t revision);
-/* The same with a deadline (clock_deadline_ms()): 1 on a change, 0 when the
- * deadline passed first (status --watch redraws then, so that AGE ticks). */
+/* Blocks until anything below the prefix changes after revision, or the
+ * deadline (clock_deadline_ms()) passes (status --watch): 1 on a change, 0
+ * when the deadline passed first (status --watch redraws then, so that AGE
+ * ticks), or a negative code.  A compacted revision counts as a change: the
+ * caller reads everything again either way. */
 int fleet_wait_change_until(struct fleet *f, int64_t revision, uint64_t deadline_ms);
 
 #endif

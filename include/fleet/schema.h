@@ -1,5 +1,5 @@
 /*
- * schema.h — orchestrate's key layout in etcd (SPEC §2), name validation and
+ * schema.h — orchestrate's key layout in etcd (orchestrate(1) "Key layout"), name validation and
  * status mapping.  Pure functions: no I/O.
  *
  * Every key is built here and nowhere else, from a prefix and validated names,

@@ -1,5 +1,5 @@
 /*
- * hook.h — running one hook (SPEC §6) as a child of the daemon's sd-event loop.
+ * hook.h — running one hook (orchestrated(8) "Hooks") as a child of the daemon's sd-event loop.
  *
  * A hook is an executable run with execve (never through a shell), with a clean
  * environment given by the caller, stdin from /dev/null, and stdout and stderr on

@@ -33,6 +33,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "base/buf.h"
 
@@ -50,7 +51,7 @@ enum {
 	HOOK_FRAME_KILL = 'K',
 };
 
-/* Whether name is one of the four hooks of SPEC §6. */
+/* Whether name is one of the hook kinds (config.h, orchestrated(8) "Hooks"). */
 bool hook_proto_name_valid(const char *name);
 /* Whether "K=V" may pass to a hook through the runner: K is ORCHESTRATE_
  * followed by at least one of [A-Z0-9_]. */
@@ -77,7 +78,7 @@ int hook_request_parse(const char *data, size_t len, char **ret_name, char ***re
 /*
  * The runner's share of a request's variables (orchestrated(8) "HOOK
  * RUNNER"): the runner sets the environment it owns.  From the client it takes
- * ORCHESTRATE_HOST (a name of SPEC §2), ORCHESTRATE_VERSION and
+ * ORCHESTRATE_HOST (a valid name), ORCHESTRATE_VERSION and
  * ORCHESTRATE_PREVIOUS_VERSION (a name, or empty: a node with no version yet),
  * checked with the one name rule, so no value with a newline, a '/' or a
  * leading '-' passes.  The paths, the etcd endpoints and the prefix
@@ -97,6 +98,15 @@ int hook_request_client_env(char *const *req_env, char ***ret_env, size_t *ret_i
 int hook_frame_add(struct buf *b, char type, const void *payload, size_t n);
 /* Sends all n bytes on the socket fd (no SIGPIPE); -errno on failure. */
 int hook_proto_send(int fd, const char *p, size_t n);
+/*
+ * Waits until deadline_ms (a CLOCK_MONOTONIC millisecond, clock_msec()) for
+ * the socket fd to have bytes, and appends what one read gives to b: 0,
+ * -ETIMEDOUT when the deadline passes first, -ECONNRESET at the end of the
+ * stream, -ENOMEM or -errno.  The two waits for a message (the runner's for
+ * the request, the daemon's for the runner's first frame) parse b after each
+ * call.
+ */
+int hook_proto_read_until(int fd, struct buf *b, uint64_t deadline_ms);
 /* printf-style payload, for S, E, X and K. */
 int hook_frame_addf(struct buf *b, char type, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

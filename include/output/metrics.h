@@ -38,8 +38,6 @@ struct metrics {
 	size_t state;			/* the index of the current one */
 };
 
-/* Appends s to out escaped as a label value (without the quotes). */
-int metrics_escape_label(const char *s, struct buf *out);
 /* Renders every metric into out (appending). */
 int metrics_render(const struct metrics *m, struct buf *out);
 

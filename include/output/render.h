@@ -8,6 +8,10 @@
  *
  * Every function returns 0 or a negative errno-style code (-ENOMEM, -EIO when
  * the stream reports an error).
+ *
+ * render.c holds the status table, its JSON and the sanitiser;
+ * render_commands.c every other command's answer (noted where a declaration
+ * of it stands among render.c's).
  */
 #ifndef ORCHESTRATE_RENDER_H
 #define ORCHESTRATE_RENDER_H
@@ -64,7 +68,7 @@ int render_status_view(const struct fleet_view *v, FILE *out,
 /* render_status_view() at 80 columns, all hosts, no policy line. */
 int render_status_table(const struct fleet_view *v, FILE *out, bool color, int64_t now);
 
-/* One host in full (status HOST): its version against the desired one, group,
+/* render_commands.c: one host in full (status HOST): its version against the desired one, group,
  * pause, alive key (time, pid, version, lease), then every state it holds with
  * its time, exit code, version and whole detail (RENDER_BLOCK, indented). */
 int render_host(FILE *out, const struct fleet_view *v, const struct host_view *h,
@@ -75,7 +79,7 @@ int render_host(FILE *out, const struct fleet_view *v, const struct host_view *h
 int render_json_host(FILE *out, const struct fleet_view *v, const struct host_view *h,
 		     const struct host_record *rec);
 
-/* pause --list: "SCOPE NAME SINCE REASON" rows, or "no pause set"; and
+/* render_commands.c: pause --list: "SCOPE NAME SINCE REASON" rows, or "no pause set"; and
  * {"pauses":[{"scope","name","time","reason"}]}. */
 int render_pauses(FILE *out, const struct pause_entry *p, size_t n, int64_t now);
 int render_json_pauses(FILE *out, const struct pause_entry *p, size_t n);
@@ -102,7 +106,7 @@ int render_progress(const struct fleet_progress *p, const char *what, size_t wid
  * else "2026-11-23 12:01"; "?" when unknown. */
 int render_clock(int64_t t, int64_t now, struct buf *out);
 
-/* A NULL-terminated list, one item a line. */
+/* render_commands.c: a NULL-terminated list, one item a line. */
 int render_lines(char *const *items, FILE *out);
 
 /* An age in one unit, rounded down: "5s", "3m", "2h", "4d" ("0s" when negative). */
@@ -132,7 +136,7 @@ int render_age(int64_t seconds, struct buf *out);
 enum render_text { RENDER_LINE, RENDER_BLOCK, RENDER_CELL };
 int render_sanitize(const char *text, size_t len, enum render_text mode, struct buf *out);
 
-/* --- what the commands print ----------------------------------------------------- */
+/* --- what the commands print (render_commands.c) -------------------------------- */
 
 /*
  * Each command's answer, as text for people or, the *_json twins, as one JSON

@@ -61,7 +61,8 @@ int strv_push(char ***v, size_t *n, const char *s)
 	return strv_consume(v, n, strdup(s));
 }
 
-int strv_pushn(char ***v, size_t *n, const char *s, size_t len)
+/* Appends a copy of the len bytes at s (which need not be NUL-terminated). */
+static int strv_pushn(char ***v, size_t *n, const char *s, size_t len)
 {
 	char *copy = malloc(len + 1);
 	if (copy) {

@@ -1,6 +1,11 @@
 /*
  * utf8.c — strict UTF-8 decoding (utf8.h).
  */
+#include <errno.h>
+#include <string.h>
+
+#include "base/buf.h"
+#include "base/cleanup.h"
 #include "base/utf8.h"
 
 size_t utf8_sequence(const unsigned char *s, size_t n, uint32_t *ret_cp)
@@ -32,4 +37,41 @@ size_t utf8_sequence(const unsigned char *s, size_t n, uint32_t *ret_cp)
 	if (ret_cp)
 		*ret_cp = cp;
 	return len;
+}
+
+int utf8_tail(const char *s, size_t max, char **ret)
+{
+	_cleanup_(buf_releasep) struct buf b = BUF_INIT;
+	size_t len = strlen(s);
+	const unsigned char *p = (const unsigned char *)s, *end = p + len;
+	int r;
+
+	if (len > max) {
+		p = end - max;
+		/* the continuation bytes of a sequence the cut went through */
+		for (int i = 0; i < 3 && p < end && (*p & 0xc0) == 0x80; i++)
+			p++;
+	}
+	r = buf_grow(&b, (size_t)(end - p));
+	if (r < 0)
+		return r;
+	while (p < end) {
+		size_t n = utf8_sequence(p, (size_t)(end - p), NULL);
+		if (n)
+			r = buf_add(&b, p, n);
+		else
+			r = buf_add(&b, "\xef\xbf\xbd", 3), n = 1;
+		if (r < 0)
+			return r;
+		p += n;
+	}
+	if (b.len > max) {
+		/* replacements made it longer: cut again at a character boundary */
+		size_t start = b.len - max;
+		while (start < b.len && (b.data[start] & 0xc0) == 0x80)
+			start++;
+		buf_consume(&b, start);
+	}
+	*ret = buf_detach(&b);
+	return *ret ? 0 : -ENOMEM;
 }

@@ -12,9 +12,9 @@
  * suggestion, resolving command line, environment and config file into
  * settings, and the final check that standard output was really written.
  *
- * Exit statuses (SPEC §3, exitcode.h): 64 usage, invalid names and a bad config
+ * Exit statuses (orchestrate(1) "EXIT STATUS", exitcode.h): 64 usage, invalid names and a bad config
  * file; 69 etcd unreachable; 77 authentication or permission refused; 74
- * (EX_IOERR, our choice: SPEC is silent) when standard output cannot be
+ * (EX_IOERR) when standard output cannot be
  * written; otherwise what the command returns.  Which library error is which
  * status is decided here, in cli_exit_code(), and nowhere below.
  *
@@ -109,7 +109,7 @@ static const struct command *const commands[] = {
 static const char global_help[] =
 	"Global options (before or after the command):\n"
 	"  --etcd URLS             etcd endpoints, comma-separated ($ORCHESTRATE_ETCD;\n"
-	"                          default http://127.0.0.1:2379)\n"
+	"                          default " CONFIG_DEFAULT_ENDPOINT ")\n"
 	"  --host H, --port N      compatibility: the endpoint http://H:N\n"
 	"  --prefix P              key prefix ($ORCHESTRATE_PREFIX; default none)\n"
 	"  --config FILE           config file (default " CONFIG_DEFAULT_PATH ")\n"
@@ -119,7 +119,7 @@ static const char global_help[] =
 	"  --timeout SECONDS       per etcd request (default 5)\n"
 	"  --hostname H            this host's name (default: the system's)\n"
 	"  --local-version-file FILE  ($ORCHESTRATE_LOCAL_VERSION_FILE;\n"
-	"                          default /var/lib/orchestrate/current_version)\n"
+	"                          default " CONFIG_DEFAULT_LOCAL_VERSION ")\n"
 	"  --json                  machine-readable output for read commands\n"
 	"  -v, --verbose           say more (on stderr)\n"
 	"  -h, --help              this help; 'orchestrate COMMAND -h' for a command\n"

@@ -95,7 +95,7 @@ int cli_error(int status, const char *fmt, ...) __attribute__((format(printf, 2,
 void cli_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /*
- * The exit status for an error code of the library (SPEC §3): 77 refused
+ * The exit status for an error code of the library (orchestrate(1) "EXIT STATUS"): 77 refused
  * (-EACCES), 64 a request refused as invalid (-EINVAL), 1 out of memory, 69
  * for everything else (unreachable, a reply that makes no sense).
  */

@@ -438,7 +438,7 @@ static int policy_resume(struct cli *cli, struct fleet *f)
 /*
  * rollout_policy [get | set OPTIONS | clear | resume].  Everything is checked
  * before etcd is asked (a refused set writes nothing), and the value is built
- * by fleet.c with cJSON, never by hand.
+ * by fleet_codec.c with cJSON, never by hand.
  */
 static int cmd_rollout_policy(struct cli *cli, int argc, char **argv)
 {

@@ -280,7 +280,7 @@ static int cmd_cache_services(struct cli *cli, int argc, char **argv)
 static const struct cli_option cache_services_options[] = {
 	CLI_STRING("output", "FILE", &arg_output,
 		   "the file (default: paths.hiera_services of the config,\n"
-		   "/var/lib/orchestrate/hiera/services.yaml)"),
+		   CONFIG_DEFAULT_HIERA_SERVICES ")"),
 	CLI_OPTIONS_END,
 };
 

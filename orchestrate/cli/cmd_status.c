@@ -451,7 +451,7 @@ static int cmd_ping(struct cli *cli, int argc, char **argv)
 		return r;
 	r = fleet_ping(f, &version, &endpoint);
 	if (r < 0) {
-		/* SPEC §3 gives ping its own code: 1, whatever failed */
+		/* orchestrate(1) gives ping its own code: 1, whatever failed */
 		cli_fleet_error(cli, r, NULL);
 		if (cli->opt->json && (r = cli_output(render_json_ping(stdout, NULL, NULL,
 									fleet_last_error(f)))))

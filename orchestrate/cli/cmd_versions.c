@@ -6,7 +6,7 @@
  *
  * Each command validates its names before it asks for the fleet, so an
  * invalid name never reaches a request, and leaves keys and request bodies to
- * schema.c and fleet.c, output to render.c.  The CI gates (verify_hosts,
+ * schema.c and fleet.c, output to output/.  The CI gates (verify_hosts,
  * check_single_version) can block with --wait on fleet.h's watch-based waits,
  * never a polling loop.
  */
@@ -200,7 +200,7 @@ const struct command command_local_version = {
 /* --- pending_update ------------------------------------------------------------------ */
 
 /*
- * pending_update's table (SPEC §3): 0 update pending; 1 up to date; 2 etcd
+ * pending_update's table (orchestrate(1) "EXIT STATUS"): 0 update pending; 1 up to date; 2 etcd
  * unreachable but the local version is known; 3 no desired version set, or etcd
  * unreachable and no local version.  An authentication failure is not
  * "unreachable": it exits 77 so that a misconfigured node is noticed.

@@ -1,5 +1,5 @@
 /*
- * config.c — the configuration file of SPEC §4: YAML in, struct config out,
+ * config.c — the configuration file of orchestrate.conf(5): YAML in, struct config out,
  * strictly.
  *
  * The file is read with libyaml's event API rather than its document API, for
@@ -61,7 +61,7 @@
 enum kind {
 	KIND_STRING,		/* any string; "" means none (NULL) */
 	KIND_PATH,		/* a non-empty string */
-	KIND_NAME,		/* a name of SPEC §2 (schema_name_valid) */
+	KIND_NAME,		/* a name (schema_name_valid) */
 	KIND_PREFIX,		/* an etcd key prefix (schema_prefix_valid) */
 	KIND_ENDPOINTS,		/* list of URLs, or one comma-separated string */
 	KIND_LONG,		/* integer in [min, max] */
@@ -107,10 +107,9 @@ static const struct key_def keys[] = {
 	{ "paths", "state_dir", KIND_PATH, F(state_dir), 0, 0 },
 	{ "paths", "metrics_file", KIND_STRING, F(metrics_file), 0, 0 },
 
-	{ "hooks", "upgrade", KIND_STRING, F(hook_upgrade), 0, 0 },
-	{ "hooks", "config", KIND_STRING, F(hook_config), 0, 0 },
-	{ "hooks", "validate", KIND_STRING, F(hook_validate), 0, 0 },
-	{ "hooks", "services", KIND_STRING, F(hook_services), 0, 0 },
+#define HOOK_KEY(name) { "hooks", #name, KIND_STRING, F(hook_##name), 0, 0 },
+	CONFIG_HOOK_KINDS(HOOK_KEY)
+#undef HOOK_KEY
 	{ "hooks", "timeout", KIND_LONG, F(hook_timeout), 1, SECONDS_MAX },
 	{ "hooks", "runner", KIND_STRING, F(hook_runner), 0, 0 },
 	{ "hooks", "daemon_user", KIND_NAME, F(hook_daemon_user), 0, 0 },
@@ -176,13 +175,20 @@ struct config *config_free(struct config *c)
 	free(c->hiera_services);
 	free(c->state_dir);
 	free(c->metrics_file);
-	free(c->hook_upgrade);
-	free(c->hook_config);
-	free(c->hook_validate);
-	free(c->hook_services);
+#define HOOK_FREE(name) free(c->hook_##name);
+	CONFIG_HOOK_KINDS(HOOK_FREE)
+#undef HOOK_FREE
 	free(c->hook_runner);
 	free(c->hook_daemon_user);
 	free(c);
+	return NULL;
+}
+
+const char *config_hook_path(const struct config *cfg, const char *name)
+{
+#define HOOK_PATH(kind) if (strcmp(name, #kind) == 0) return cfg->hook_##kind;
+	CONFIG_HOOK_KINDS(HOOK_PATH)
+#undef HOOK_PATH
 	return NULL;
 }
 
@@ -195,7 +201,7 @@ int config_new_default(struct config **ret)
 	c->endpoints = calloc(2, sizeof(char *));
 	if (!c->endpoints)
 		return -ENOMEM;
-	c->endpoints[0] = strdup("http://127.0.0.1:2379");
+	c->endpoints[0] = strdup(CONFIG_DEFAULT_ENDPOINT);
 	c->services = calloc(1, sizeof(char *));
 	c->prefix = strdup("");
 	c->profile_list = strdup("/var/lib/puppet/profile_list.txt");
@@ -203,7 +209,7 @@ int config_new_default(struct config **ret)
 	c->local_version = strdup(CONFIG_DEFAULT_LOCAL_VERSION);
 	c->hiera_services = strdup(CONFIG_DEFAULT_HIERA_SERVICES);
 	c->hook_daemon_user = strdup(CONFIG_DEFAULT_DAEMON_USER);
-	c->state_dir = strdup("/var/lib/orchestrate");
+	c->state_dir = strdup(CONFIG_DEFAULT_STATE_DIR);
 	c->hook_config = strdup(LIBEXECDIR "/hooks/config");
 	c->hook_validate = strdup(LIBEXECDIR "/hooks/validate");
 	c->hook_services = strdup(LIBEXECDIR "/hooks/services");
@@ -693,6 +699,78 @@ static int expect_key(struct cparser *p, const yaml_event_t *ev)
 		       ev->type == YAML_SEQUENCE_START_EVENT ? "list" : "mapping");
 }
 
+/* The next key of a mapping: 1 with ev its scalar, pushed on the path of
+ * messages (*ret_saved pops it), 0 at the mapping's end, or an error. */
+static int next_key(struct cparser *p, yaml_event_t *ev, size_t *ret_saved)
+{
+	int r;
+
+	if ((r = next_event(p, ev)) < 0)
+		return r;
+	if (ev->type == YAML_MAPPING_END_EVENT)
+		return 0;
+	if ((r = expect_key(p, ev)) < 0)
+		return r;
+	*ret_saved = path_push(p, (const char *)ev->data.scalar.value, ev->data.scalar.length);
+	return 1;
+}
+
+/*
+ * The one walk of a mapping of known keys (the top level, each section, each
+ * item of node.depends): for each key, its index below n is its place in
+ * names[], or what find() says when the keys are no plain list (n: "unknown
+ * key"); line[] refuses a key seen before and records where it was,
+ * and value() reads the value from its first event, with the key on the
+ * path of messages.  A value that is not a mapping is refused as expected,
+ * save null when null_ok (an empty mapping: every default).
+ */
+struct mapping_walk {
+	const char *expected;
+	bool null_ok;
+	size_t n;
+	const char *const *names;	/* n names, or NULL and find */
+	size_t *line;
+	size_t (*find)(const yaml_event_t *key, const void *ctx);
+	int (*value)(struct cparser *p, size_t i, const yaml_event_t *ev, void *ctx);
+	void *ctx;
+};
+
+static int walk_mapping(struct cparser *p, const yaml_event_t *first, const struct mapping_walk *w)
+{
+	_cleanup_(yaml_event_deletep) yaml_event_t ev = { 0 };
+	int r;
+
+	if (w->null_ok && event_is_null(first))
+		return 0;
+	if (first->type != YAML_MAPPING_START_EVENT)
+		return fail_value(p, first, w->expected);
+
+	for (;;) {
+		size_t i, saved;
+		if ((r = next_key(p, &ev, &saved)) <= 0)
+			return r;
+		if (w->names) {
+			for (i = 0; i < w->n; i++)
+				if (scalar_is(&ev, w->names[i]))
+					break;
+		} else {
+			i = w->find(&ev, w->ctx);
+		}
+		if (i == w->n)
+			return fail_at(p, mark_line(&ev.start_mark), "unknown key");
+		if (w->line[i])
+			return fail_at(p, mark_line(&ev.start_mark),
+				       "duplicate key (first on line %zu)", w->line[i]);
+		w->line[i] = mark_line(&ev.start_mark);
+
+		if ((r = next_event(p, &ev)) < 0)
+			return r;
+		if ((r = w->value(p, i, &ev, w->ctx)) < 0)
+			return r;
+		path_pop(p, saved);
+	}
+}
+
 static int parse_addresses(struct cparser *p, const yaml_event_t *first, struct config *c)
 {
 	_cleanup_(yaml_event_deletep) yaml_event_t ev = { 0 };
@@ -703,15 +781,12 @@ static int parse_addresses(struct cparser *p, const yaml_event_t *first, struct 
 	for (;;) {
 		_cleanup_(freep) char *iface = NULL;
 		_cleanup_(freep) char *address = NULL;
+		size_t saved;
 
-		if ((r = next_event(p, &ev)) < 0)
+		if ((r = next_key(p, &ev, &saved)) < 0)
 			return r;
-		if (ev.type == YAML_MAPPING_END_EVENT)
+		if (r == 0)
 			break;
-		if ((r = expect_key(p, &ev)) < 0)
-			return r;
-		size_t saved = path_push(p, (const char *)ev.data.scalar.value,
-					 ev.data.scalar.length);
 		if ((r = scalar_name(p, &ev, "interface name", &iface)) < 0)
 			return r;
 		for (size_t i = 0; i < c->n_addresses; i++)
@@ -739,17 +814,48 @@ static int parse_addresses(struct cparser *p, const yaml_event_t *first, struct 
 	return 0;
 }
 
+static const char *const depend_keys[] = { "service", "count", "healthy" };
+
+static int depend_value(struct cparser *p, size_t k, const yaml_event_t *ev, void *ctx)
+{
+	struct config *c = ctx;
+	struct config_depend *d = &c->depends[c->n_depends - 1];
+	int r;
+
+	if (k == 0) {
+		if (event_is_null(ev))
+			return fail_value(p, ev, "a service name");
+		if ((r = scalar_name(p, ev, "service name", &d->service)) < 0)
+			return r;
+		for (size_t i = 0; i + 1 < c->n_depends; i++)
+			if (strcmp(c->depends[i].service, d->service) == 0)
+				return fail_at(p, mark_line(&ev->start_mark), "service listed twice");
+	} else if (event_is_null(ev)) {
+		/* keeps the default */
+	} else if (k == 1) {
+		if ((r = scalar_long(p, ev, 1, COUNT_MAX, &d->count)) < 0)
+			return r;
+	} else {
+		if ((r = scalar_bool(p, ev, &d->healthy)) < 0)
+			return r;
+	}
+	return 0;
+}
+
 /* One {service, count, healthy} item of node.depends. */
 static int parse_depend(struct cparser *p, const yaml_event_t *first, struct config *c)
 {
-	static const char *const names[] = { "service", "count", "healthy" };
-	_cleanup_(yaml_event_deletep) yaml_event_t ev = { 0 };
-	size_t seen[ELEMENTSOF(names)] = { 0 };
+	size_t seen[ELEMENTSOF(depend_keys)] = { 0 };
+	const struct mapping_walk w = {
+		.expected = "a mapping of service, count and healthy",
+		.n = ELEMENTSOF(depend_keys), .names = depend_keys, .line = seen,
+		.value = depend_value, .ctx = c,
+	};
 	struct config_depend *d;
 	int r;
 
 	if (first->type != YAML_MAPPING_START_EVENT)
-		return fail_value(p, first, "a mapping of service, count and healthy");
+		return fail_value(p, first, w.expected);
 
 	d = realloc(c->depends, (c->n_depends + 1) * sizeof(*d));
 	if (!d) {
@@ -760,48 +866,8 @@ static int parse_depend(struct cparser *p, const yaml_event_t *first, struct con
 	d = &c->depends[c->n_depends++];
 	*d = (struct config_depend){ .service = NULL, .count = 1, .healthy = false };
 
-	for (;;) {
-		size_t k;
-		if ((r = next_event(p, &ev)) < 0)
-			return r;
-		if (ev.type == YAML_MAPPING_END_EVENT)
-			break;
-		if ((r = expect_key(p, &ev)) < 0)
-			return r;
-		size_t saved = path_push(p, (const char *)ev.data.scalar.value,
-					 ev.data.scalar.length);
-		for (k = 0; k < ELEMENTSOF(names); k++)
-			if (scalar_is(&ev, names[k]))
-				break;
-		if (k == ELEMENTSOF(names))
-			return fail_at(p, mark_line(&ev.start_mark), "unknown key");
-		if (seen[k])
-			return fail_at(p, mark_line(&ev.start_mark),
-				       "duplicate key (first on line %zu)", seen[k]);
-		seen[k] = mark_line(&ev.start_mark);
-
-		if ((r = next_event(p, &ev)) < 0)
-			return r;
-		if (k == 0) {
-			if (event_is_null(&ev))
-				return fail_value(p, &ev, "a service name");
-			if ((r = scalar_name(p, &ev, "service name", &d->service)) < 0)
-				return r;
-			for (size_t i = 0; i + 1 < c->n_depends; i++)
-				if (strcmp(c->depends[i].service, d->service) == 0)
-					return fail_at(p, mark_line(&ev.start_mark),
-						       "service listed twice");
-		} else if (event_is_null(&ev)) {
-			/* keeps the default */
-		} else if (k == 1) {
-			if ((r = scalar_long(p, &ev, 1, COUNT_MAX, &d->count)) < 0)
-				return r;
-		} else {
-			if ((r = scalar_bool(p, &ev, &d->healthy)) < 0)
-				return r;
-		}
-		path_pop(p, saved);
-	}
+	if ((r = walk_mapping(p, first, &w)) < 0)
+		return r;
 	if (!d->service)
 		return fail_at(p, mark_line(&first->start_mark), "missing key 'service'");
 	return 0;
@@ -888,85 +954,47 @@ static int parse_value(struct cparser *p, const struct key_def *k, const yaml_ev
 	return -EINVAL;
 }
 
-static int parse_section(struct cparser *p, size_t sidx, const yaml_event_t *first,
-			 struct config *c)
+struct section_walk {
+	struct config *c;
+	const char *section;
+};
+
+static size_t section_find(const yaml_event_t *key, const void *ctx)
 {
-	_cleanup_(yaml_event_deletep) yaml_event_t ev = { 0 };
-	int r;
-
-	if (event_is_null(first))
-		return 0;
-	if (first->type != YAML_MAPPING_START_EVENT)
-		return fail_value(p, first, "a mapping");
-
-	for (;;) {
-		size_t k;
-		if ((r = next_event(p, &ev)) < 0)
-			return r;
-		if (ev.type == YAML_MAPPING_END_EVENT)
+	const struct section_walk *sw = ctx;
+	size_t k;
+	for (k = 0; k < ELEMENTSOF(keys); k++)
+		if (strcmp(keys[k].section, sw->section) == 0 && scalar_is(key, keys[k].name))
 			break;
-		if ((r = expect_key(p, &ev)) < 0)
-			return r;
-		size_t saved = path_push(p, (const char *)ev.data.scalar.value,
-					 ev.data.scalar.length);
-		for (k = 0; k < ELEMENTSOF(keys); k++)
-			if (strcmp(keys[k].section, sections[sidx]) == 0 &&
-			    scalar_is(&ev, keys[k].name))
-				break;
-		if (k == ELEMENTSOF(keys))
-			return fail_at(p, mark_line(&ev.start_mark), "unknown key");
-		if (p->key_line[k])
-			return fail_at(p, mark_line(&ev.start_mark),
-				       "duplicate key (first on line %zu)", p->key_line[k]);
-		p->key_line[k] = mark_line(&ev.start_mark);
-
-		if ((r = next_event(p, &ev)) < 0)
-			return r;
-		if ((r = parse_value(p, &keys[k], &ev, c)) < 0)
-			return r;
-		path_pop(p, saved);
-	}
-	return 0;
+	return k;
 }
 
+static int section_value(struct cparser *p, size_t k, const yaml_event_t *ev, void *ctx)
+{
+	struct section_walk *sw = ctx;
+	return parse_value(p, &keys[k], ev, sw->c);
+}
+
+static int top_value(struct cparser *p, size_t s, const yaml_event_t *ev, void *ctx)
+{
+	struct section_walk sw = { .c = ctx, .section = sections[s] };
+	const struct mapping_walk w = {
+		.expected = "a mapping", .null_ok = true,
+		.n = ELEMENTSOF(keys), .line = p->key_line,
+		.find = section_find, .value = section_value, .ctx = &sw,
+	};
+	return walk_mapping(p, ev, &w);
+}
+
+/* "---" alone, or a document holding only "~": every default. */
 static int parse_top(struct cparser *p, const yaml_event_t *first, struct config *c)
 {
-	_cleanup_(yaml_event_deletep) yaml_event_t ev = { 0 };
-	int r;
-
-	/* "---" alone, or a document holding only "~": every default. */
-	if (event_is_null(first))
-		return 0;
-	if (first->type != YAML_MAPPING_START_EVENT)
-		return fail_value(p, first, "a mapping at the top level");
-
-	for (;;) {
-		size_t s;
-		if ((r = next_event(p, &ev)) < 0)
-			return r;
-		if (ev.type == YAML_MAPPING_END_EVENT)
-			break;
-		if ((r = expect_key(p, &ev)) < 0)
-			return r;
-		size_t saved = path_push(p, (const char *)ev.data.scalar.value,
-					 ev.data.scalar.length);
-		for (s = 0; s < ELEMENTSOF(sections); s++)
-			if (scalar_is(&ev, sections[s]))
-				break;
-		if (s == ELEMENTSOF(sections))
-			return fail_at(p, mark_line(&ev.start_mark), "unknown key");
-		if (p->section_line[s])
-			return fail_at(p, mark_line(&ev.start_mark),
-				       "duplicate key (first on line %zu)", p->section_line[s]);
-		p->section_line[s] = mark_line(&ev.start_mark);
-
-		if ((r = next_event(p, &ev)) < 0)
-			return r;
-		if ((r = parse_section(p, s, &ev, c)) < 0)
-			return r;
-		path_pop(p, saved);
-	}
-	return 0;
+	const struct mapping_walk w = {
+		.expected = "a mapping at the top level", .null_ok = true,
+		.n = ELEMENTSOF(sections), .names = sections, .line = p->section_line,
+		.value = top_value, .ctx = c,
+	};
+	return walk_mapping(p, first, &w);
 }
 
 static size_t key_index(const char *section, const char *name)

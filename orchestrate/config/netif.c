@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "base/array.h"
 #include "base/address.h"
 #include "base/cleanup.h"
 #include "fleet/catalog.h"
@@ -71,15 +72,9 @@ int netif_ipv4_addresses(struct catalog_entry **ret, size_t *ret_n)
 		const struct sockaddr_in *sin = (const struct sockaddr_in *)(const void *)i->ifa_addr;
 		if (!inet_ntop(AF_INET, &sin->sin_addr, text, sizeof(text)))
 			continue;
-		if (n == cap) {
-			size_t ncap = cap ? cap * 2 : 8;
-			struct catalog_entry *p = realloc(v, ncap * sizeof(*p));
-			if (!p) {
-				netif_addresses_free(v, n);
-				return -ENOMEM;
-			}
-			v = p;
-			cap = ncap;
+		if (ARRAY_GROW(v, cap, n + 1, 8) < 0) {
+			netif_addresses_free(v, n);
+			return -ENOMEM;
 		}
 		v[n] = (struct catalog_entry){ .iface = strdup(i->ifa_name), .address = strdup(text) };
 		n++;

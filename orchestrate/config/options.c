@@ -1,5 +1,5 @@
 /*
- * options.c — the global options of SPEC §3 and their resolution.
+ * options.c — the global options of orchestrate(1) and their resolution.
  *
  * This file owns the one place where the command line, the environment and
  * the config file meet: parsing records only what argv said, and
@@ -27,8 +27,6 @@
 #include "fleet/schema.h"
 #include "base/strv.h"
 
-#define DEFAULT_ENDPOINT "http://127.0.0.1:2379"
-#define DEFAULT_LOCAL_VERSION_FILE CONFIG_DEFAULT_LOCAL_VERSION
 /* A password is one line; a bigger file is not a password file. */
 #define PASSWORD_FILE_MAX 65536
 
@@ -234,7 +232,7 @@ static int resolve_endpoints(const struct global_options *o, const struct config
 	/* the config's were parsed by the same rule when it was loaded */
 	if (cfg->endpoints && cfg->endpoints[0])
 		return endpoints_copy(cfg->endpoints, ret);
-	return endpoints_parse(DEFAULT_ENDPOINT, "the default", ret, ret_error);
+	return endpoints_parse(CONFIG_DEFAULT_ENDPOINT, "the default", ret, ret_error);
 }
 
 /* The first line of path, without its line ending. */
@@ -377,7 +375,7 @@ static int resolve_fields(const struct global_options *o, struct options_resolve
 				  : env_nonempty("ORCHESTRATE_LOCAL_VERSION_FILE");
 	if (!s)
 		s = cfg->local_version && *cfg->local_version ? cfg->local_version
-							      : DEFAULT_LOCAL_VERSION_FILE;
+							      : CONFIG_DEFAULT_LOCAL_VERSION;
 	if (!(r->local_version_file = strdup(s)))
 		return -ENOMEM;
 

@@ -22,6 +22,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "base/array.h"
 #include "base/address.h"
 #include "base/base64.h"
 #include "base/cleanup.h"
@@ -65,7 +66,8 @@ const char *etcd_last_error(const struct etcd_client *c)
 	return c->error.len ? buf_str(&c->error) : "etcd: no error";
 }
 
-const char *etcd_current_endpoint(const struct etcd_client *c)
+/* The endpoint that answered last (or will be tried first). */
+static const char *etcd_current_endpoint(const struct etcd_client *c)
 {
 	return c->endpoints[c->current];
 }
@@ -217,7 +219,7 @@ int etcd_client_new(const struct etcd_options *o, struct etcd_client **ret)
 {
 	if (!o->endpoints || !o->endpoints[0])
 		return -EINVAL;
-	struct etcd_client *c = calloc(1, sizeof(*c));
+	_cleanup_(etcd_client_freep) struct etcd_client *c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
 	size_t n = 0;
@@ -225,15 +227,13 @@ int etcd_client_new(const struct etcd_options *o, struct etcd_client **ret)
 		n++;
 	c->endpoints = calloc(n + 1, sizeof(char *));
 	if (!c->endpoints)
-		goto oom;
+		return -ENOMEM;
 	for (size_t i = 0; i < n; i++) {
 		const char *problem;
 		int r = etcd_endpoint_parse(o->endpoints[i], strlen(o->endpoints[i]),
 					    &c->endpoints[i], &problem);
-		if (r < 0) {
-			etcd_client_free(c);
+		if (r < 0)
 			return r;
-		}
 	}
 	c->n_endpoints = n;
 	c->cacert = strdup_or_null(o->cacert);
@@ -244,12 +244,9 @@ int etcd_client_new(const struct etcd_options *o, struct etcd_client **ret)
 	c->timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : DEFAULT_TIMEOUT_MS;
 	c->easy = curl_easy_init();
 	if (!c->easy)
-		goto oom;
-	*ret = c;
+		return -ENOMEM;
+	*ret = TAKE_PTR(c);
 	return 0;
-oom:
-	etcd_client_free(c);
-	return -ENOMEM;
 }
 
 struct etcd_client *etcd_client_free(struct etcd_client *c)
@@ -761,14 +758,8 @@ void etcd_kv_list_release(struct etcd_kv_list *l)
 
 static int kv_list_push(struct etcd_kv_list *l, struct etcd_kv *kv)
 {
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 64;
-		struct etcd_kv *p = realloc(l->kvs, cap * sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		l->kvs = p;
-		l->cap = cap;
-	}
+	if (ARRAY_GROW(l->kvs, l->cap, l->n + 1, 64) < 0)
+		return -ENOMEM;
 	l->kvs[l->n++] = *kv;
 	memset(kv, 0, sizeof(*kv));
 	return 0;

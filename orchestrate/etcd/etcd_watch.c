@@ -151,6 +151,30 @@ static long cancel_reason_code(const char *reason)
 	return 0;
 }
 
+/* Decodes the array events into ev (room for all of them), counting in *n
+ * the events decoded, which the caller frees; -EPROTO on the first bad one. */
+static int decode_events(const cJSON *events, struct etcd_event *ev, size_t *n)
+{
+	const cJSON *item;
+	cJSON_ArrayForEach(item, events) {
+		const cJSON *type = cJSON_GetObjectItemCaseSensitive(item, "type");
+		const cJSON *kv = cJSON_GetObjectItemCaseSensitive(item, "kv");
+		if (!cJSON_IsObject(item) || (type && !cJSON_IsString(type)))
+			return -EPROTO;
+		/* The gateway leaves out the zero value: no "type" is a PUT. */
+		if (!type || strcmp(type->valuestring, "PUT") == 0)
+			ev[*n].type = ETCD_EVENT_PUT;
+		else if (strcmp(type->valuestring, "DELETE") == 0)
+			ev[*n].type = ETCD_EVENT_DELETE;
+		else
+			return -EPROTO;
+		if (etcd_decode_kv(kv, &ev[*n].kv) < 0)
+			return -EPROTO;
+		(*n)++;
+	}
+	return 0;
+}
+
 /*
  * Decodes a frame.  Besides the public contract, returns 1 for an error frame,
  * with its gRPC code and message (pointing into *ret_json, which the caller frees).
@@ -223,29 +247,13 @@ static int decode_frame(const char *text, size_t len, struct etcd_event **ret_ev
 	if (!ev)
 		return -ENOMEM;
 	size_t n = 0;
-	const cJSON *item;
-	cJSON_ArrayForEach(item, events) {
-		const cJSON *type = cJSON_GetObjectItemCaseSensitive(item, "type");
-		const cJSON *kv = cJSON_GetObjectItemCaseSensitive(item, "kv");
-		if (!cJSON_IsObject(item) || (type && !cJSON_IsString(type)))
-			goto bad;
-		/* The gateway leaves out the zero value: no "type" is a PUT. */
-		if (!type || strcmp(type->valuestring, "PUT") == 0)
-			ev[n].type = ETCD_EVENT_PUT;
-		else if (strcmp(type->valuestring, "DELETE") == 0)
-			ev[n].type = ETCD_EVENT_DELETE;
-		else
-			goto bad;
-		if (etcd_decode_kv(kv, &ev[n].kv) < 0)
-			goto bad;
-		n++;
+	if (decode_events(events, ev, &n) < 0) {
+		etcd_events_free(ev, n);
+		return -EPROTO;
 	}
 	*ret_events = ev;
 	*ret_n = n;
 	return 0;
-bad:
-	etcd_events_free(ev, n);
-	return -EPROTO;
 }
 
 int etcd_decode_watch_frame(const char *text, size_t len, struct etcd_event **ret_events,
@@ -635,10 +643,16 @@ static void watch_free(struct etcd_watch *w)
 	free(w);
 }
 
+static void watch_freep(struct etcd_watch **w)
+{
+	if (*w)
+		watch_free(*w);
+}
+
 static struct etcd_watch *watch_new(struct etcd_client *c, const struct etcd_watch_range *ranges,
 				    size_t n_ranges, etcd_watch_fn on_events, void *userdata)
 {
-	struct etcd_watch *w = calloc(1, sizeof(*w));
+	_cleanup_(watch_freep) struct etcd_watch *w = calloc(1, sizeof(*w));
 	if (!w)
 		return NULL;
 	w->transfer = ETCD_TRANSFER_WATCH;
@@ -647,31 +661,26 @@ static struct etcd_watch *watch_new(struct etcd_client *c, const struct etcd_wat
 	w->on_events = on_events;
 	w->userdata = userdata;
 	w->ranges = calloc(n_ranges ? n_ranges : 1, sizeof(*w->ranges));
-	if (!w->ranges) {
-		free(w);
+	if (!w->ranges)
 		return NULL;
-	}
 	for (size_t i = 0; i < n_ranges; i++, w->n_ranges++) {
 		struct watch_range *wr = &w->ranges[i];
 		wr->key_len = strlen(ranges[i].key);
 		wr->key = strdup(ranges[i].key);
 		if (!wr->key)
-			goto fail;
+			return NULL;
 		if (ranges[i].prefix) {
 			wr->range_end = malloc(wr->key_len + 1);
 			if (!wr->range_end) {
 				free(wr->key);
-				goto fail;
+				return NULL;
 			}
 			wr->range_end_len = etcd_prefix_end(wr->key, wr->key_len, wr->range_end);
 		}
 		wr->last_rev = ranges[i].start_revision > 0 ? ranges[i].start_revision - 1 : 0;
 		wr->watch_id = -1;
 	}
-	return w;
-fail:
-	watch_free(w);
-	return NULL;
+	return TAKE_PTR(w);
 }
 
 /* --- blocking mode ----------------------------------------------------------- */

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <cjson/cJSON.h>
 
+#include "base/array.h"
 #include "base/address.h"
 #include "base/buf.h"
 #include "base/cleanup.h"
@@ -49,16 +50,8 @@ void catalog_release(struct catalog *c)
 static int catalog_append(struct catalog *c, const char *service, const char *host,
 			  const char *iface, const char *address, bool healthy)
 {
-	if (c->n == c->cap) {
-		size_t cap = c->cap ? c->cap * 2 : 16;
-		if (cap > SIZE_MAX / sizeof(*c->entries))
-			return -ENOMEM;
-		struct catalog_entry *p = realloc(c->entries, cap * sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		c->entries = p;
-		c->cap = cap;
-	}
+	if (ARRAY_GROW(c->entries, c->cap, c->n + 1, 16) < 0)
+		return -ENOMEM;
 	struct catalog_entry e = {
 		.service = strdup(service),
 		.host = strdup(host),
@@ -103,7 +96,7 @@ static bool only_whitespace(const char *p, const char *end)
 }
 
 /*
- * A value that is not the object of SPEC §2 is -EPROTO and adds nothing; the
+ * A value that is not the object of orchestrate(1) "Key layout" is -EPROTO and adds nothing; the
  * caller counts it.  Within a good value, an address whose IFACE is not a valid
  * name or whose text is not an IP address is left out and counted here, in
  * c->skipped.  "healthy" may be absent (false) but, when present, is a bool;

@@ -24,6 +24,7 @@
 #include <string.h>
 #include <cjson/cJSON.h>
 
+#include "base/array.h"
 #include "base/base64.h"
 #include "base/buf.h"
 #include "base/cleanup.h"
@@ -80,15 +81,9 @@ static int grants_add(struct grants *g, char *key, bool prefix, enum fleet_perm 
 		len = etcd_prefix_end(k, len, end);
 		end[len] = '\0';
 	}
-	if (g->n == g->cap) {
-		size_t cap = g->cap ? 2 * g->cap : 32;
-		struct fleet_grant *v = realloc(g->v, cap * sizeof(*v));
-		if (!v) {
-			free(end);
-			return -ENOMEM;
-		}
-		g->v = v;
-		g->cap = cap;
+	if (ARRAY_GROW(g->v, g->cap, g->n + 1, 32) < 0) {
+		free(end);
+		return -ENOMEM;
 	}
 	g->v[g->n++] = (struct fleet_grant){ TAKE_PTR(k), end, perm };
 	return 0;

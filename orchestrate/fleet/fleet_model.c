@@ -13,6 +13,7 @@
 #include <string.h>
 #include <cjson/cJSON.h>
 
+#include "base/array.h"
 #include "base/cleanup.h"
 #include "fleet/fleet_model.h"
 #include "fleet/schema.h"
@@ -92,15 +93,9 @@ static int kv_list_apply(struct etcd_kv_list *l, const struct etcd_kv *kv, bool 
 		l->kvs[lo] = copy;
 		return 0;
 	}
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 8;
-		struct etcd_kv *p = realloc(l->kvs, cap * sizeof(*p));
-		if (!p) {
-			etcd_kv_release(&copy);
-			return -ENOMEM;
-		}
-		l->kvs = p;
-		l->cap = cap;
+	if (ARRAY_GROW(l->kvs, l->cap, l->n + 1, 8) < 0) {
+		etcd_kv_release(&copy);
+		return -ENOMEM;
 	}
 	memmove(&l->kvs[lo + 1], &l->kvs[lo], (l->n - lo) * sizeof(*l->kvs));
 	l->kvs[lo] = copy;
@@ -110,12 +105,13 @@ static int kv_list_apply(struct etcd_kv_list *l, const struct etcd_kv *kv, bool 
 
 /* --- life cycle --------------------------------------------------------------------- */
 
-int fleet_model_init(struct fleet_model *m, const char *P, const char *host, const char *group,
-		     char *const *consumed)
+/* The copies and keys of fleet_model_init(); -ENOMEM leaves m for the caller
+ * to release. */
+static int model_fill(struct fleet_model *m, const char *P, const char *host, const char *group,
+		      char *const *consumed)
 {
 	size_t n = 0;
 
-	*m = (struct fleet_model){ .catalog = CATALOG_INIT };
 	m->prefix = strdup(P);
 	m->host = strdup(host);
 	m->group = group ? strdup(group) : NULL;
@@ -129,14 +125,14 @@ int fleet_model_init(struct fleet_model *m, const char *P, const char *host, con
 	m->k_halted = key_rollout_halted(P);
 	m->k_promoted = key_rollout_promoted(P);
 	if (!m->k_failed_dir || !m->k_canary_dir || !m->k_halted || !m->k_promoted)
-		goto oom;
+		return -ENOMEM;
 	if (!m->prefix || !m->host || (group && !m->group) || !m->k_version || !m->k_pause_dir || !m->k_policy ||
 	    !m->k_holders_dir || !m->k_services_dir)
-		goto oom;
+		return -ENOMEM;
 	/* rollout/ is the directory of the policy key. */
 	m->k_rollout_dir = strdup(m->k_policy);
 	if (!m->k_rollout_dir)
-		goto oom;
+		return -ENOMEM;
 	m->k_rollout_dir[strlen(m->k_rollout_dir) - strlen("policy")] = '\0';
 	if (consumed) {
 		for (n = 0; consumed[n]; n++)
@@ -144,20 +140,28 @@ int fleet_model_init(struct fleet_model *m, const char *P, const char *host, con
 		m->consumed = calloc(n + 1, sizeof(char *));
 		m->k_service_dirs = calloc(n + 1, sizeof(char *));
 		if (!m->consumed || !m->k_service_dirs)
-			goto oom;
+			return -ENOMEM;
 		for (size_t i = 0, k = 0; i < n; i++) {
 			if (strv_has(m->consumed, consumed[i]))
 				continue;
 			m->consumed[k] = strdup(consumed[i]);
 			m->k_service_dirs[k] = key_service_dir(P, consumed[i]);
 			if (!m->consumed[k] || !m->k_service_dirs[k++])
-				goto oom;
+				return -ENOMEM;
 		}
 	}
 	return 0;
-oom:
-	fleet_model_release(m);
-	return -ENOMEM;
+}
+
+int fleet_model_init(struct fleet_model *m, const char *P, const char *host, const char *group,
+		     char *const *consumed)
+{
+	int r;
+
+	*m = (struct fleet_model){ .catalog = CATALOG_INIT };
+	if ((r = model_fill(m, P, host, group, consumed)) < 0)
+		fleet_model_release(m);
+	return r;
 }
 
 static void safety_clear(struct fleet_model *m)
@@ -313,14 +317,8 @@ static int set_holder(struct fleet_model *m, const struct etcd_kv *kv, bool dele
 		m->holder_releases++;
 		return 0;
 	}
-	if (m->n_holders == m->cap_holders) {
-		size_t cap = m->cap_holders ? m->cap_holders * 2 : 8;
-		struct rollout_holder *p = realloc(m->holders, cap * sizeof(*p));
-		if (!p)
-			return -ENOMEM;
-		m->holders = p;
-		m->cap_holders = cap;
-	}
+	if (ARRAY_GROW(m->holders, m->cap_holders, m->n_holders + 1, 8) < 0)
+		return -ENOMEM;
 	struct rollout_holder h = { strdup(host), holder_group(kv), kv->create_revision };
 	if (!h.host) {
 		free(h.group);

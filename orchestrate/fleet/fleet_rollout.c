@@ -13,15 +13,12 @@
 #include <cjson/cJSON.h>
 
 #include "base/cleanup.h"
+#include "base/json.h"
 #include "etcd/etcd.h"
+#include "fleet_internal.h"
 #include "fleet/fleet_rollout.h"
 #include "fleet/schema.h"
 
-
-static const char *prefix_of(const struct fleet *f)
-{
-	return f->prefix ? f->prefix : "";
-}
 
 /* --- the records ---------------------------------------------------------------------- */
 
@@ -46,14 +43,6 @@ static int dup_string(const cJSON *obj, const char *name, char **ret)
 	return *ret ? 0 : -ENOMEM;
 }
 
-static int64_t get_int(const cJSON *obj, const char *name)
-{
-	const cJSON *n = cJSON_GetObjectItemCaseSensitive(obj, name);
-	if (!cJSON_IsNumber(n) || n->valuedouble < 0 || n->valuedouble > 9e15)
-		return 0;
-	return (int64_t)n->valuedouble;
-}
-
 int rollout_record_decode(const char *value, size_t len, struct rollout_record *ret)
 {
 	_cleanup_(cJSON_Deletep) cJSON *obj = value ? cJSON_ParseWithLength(value, len) : NULL;
@@ -72,10 +61,10 @@ int rollout_record_decode(const char *value, size_t len, struct rollout_record *
 		return -EPROTO;
 	if (r.reverted_to && !schema_name_valid(r.reverted_to))
 		return -EPROTO;
-	r.trigger = get_int(obj, "trigger");
-	r.time = get_int(obj, "time");
-	r.attempts = (long)get_int(obj, "attempts");
-	r.failed = (long)get_int(obj, "failed");
+	r.trigger = json_get_int_range(obj, "trigger", 0, JSON_COUNT_MAX);
+	r.time = json_get_int_range(obj, "time", 0, JSON_COUNT_MAX);
+	r.attempts = (long)json_get_int_range(obj, "attempts", 0, JSON_COUNT_MAX);
+	r.failed = (long)json_get_int_range(obj, "failed", 0, JSON_COUNT_MAX);
 	*ret = r;
 	r = (struct rollout_record){ 0 };
 	return 0;
@@ -142,7 +131,7 @@ static int halt_txn(struct fleet *f, const char *version, int64_t trigger, int64
 		    const struct rollout_record *rec, const struct etcd_kv *prev, bool *ret_ok,
 		    int64_t *ret_revision)
 {
-	const char *P = prefix_of(f);
+	const char *P = fleet_prefix(f);
 	_cleanup_(freep) char *k_cur = key_current_version(P);
 	_cleanup_(freep) char *k_prev = key_previous_version(P);
 	_cleanup_(freep) char *k_halt = key_rollout_halted(P);
@@ -171,7 +160,7 @@ int fleet_halt(struct fleet *f, const char *version, int64_t trigger, int64_t ha
 	       char **ret_reverted_to, int64_t *ret_revision)
 {
 	_cleanup_(etcd_kv_releasep) struct etcd_kv prev = { 0 };
-	_cleanup_(freep) char *k_prev = key_previous_version(prefix_of(f));
+	_cleanup_(freep) char *k_prev = key_previous_version(fleet_prefix(f));
 	struct rollout_record rec = {
 		.version = (char *)version, .trigger = trigger, .host = (char *)host,
 		.reason = (char *)reason, .failed = failed,
@@ -215,7 +204,7 @@ int fleet_halt(struct fleet *f, const char *version, int64_t trigger, int64_t ha
 int fleet_record_dead_holder(struct fleet *f, const char *host, int64_t revision,
 			     const char *version, int64_t trigger)
 {
-	const char *P = prefix_of(f);
+	const char *P = fleet_prefix(f);
 	_cleanup_(freep) char *k_run = key_status(P, STATUS_PUPPET, STATE_RUNNING, host);
 	_cleanup_(freep) char *k_failed = key_rollout_failed(P, host);
 	_cleanup_(freep) char *value = NULL;
@@ -251,7 +240,7 @@ int fleet_record_dead_holder(struct fleet *f, const char *host, int64_t revision
 
 int fleet_promote(struct fleet *f, const char *by, int64_t expect_trigger, char **ret_version)
 {
-	const char *P = prefix_of(f);
+	const char *P = fleet_prefix(f);
 	_cleanup_(freep) char *k_cur = key_current_version(P);
 	_cleanup_(freep) char *k_prom = key_rollout_promoted(P);
 	_cleanup_(freep) char *value = NULL;
@@ -305,7 +294,7 @@ int fleet_promote(struct fleet *f, const char *by, int64_t expect_trigger, char 
 
 int fleet_rollout_resume(struct fleet *f)
 {
-	const char *P = prefix_of(f);
+	const char *P = fleet_prefix(f);
 	_cleanup_(freep) char *k_halt = key_rollout_halted(P);
 	_cleanup_(freep) char *k_failed = key_rollout_failed_dir(P);
 	_cleanup_(etcd_kv_releasep) struct etcd_kv halt = { 0 };
@@ -338,14 +327,9 @@ static bool kv_under(const struct etcd_kv *kv, const char *dir)
 	return kv->key_len > n && strncmp(kv->key, dir, n) == 0;
 }
 
-static bool kv_is(const struct etcd_kv *kv, const char *key)
-{
-	return kv->key_len == strlen(key) && memcmp(kv->key, key, kv->key_len) == 0;
-}
-
 int fleet_rollout_state(struct fleet *f, struct rollout_state *ret)
 {
-	const char *P = prefix_of(f);
+	const char *P = fleet_prefix(f);
 	_cleanup_(freep) char *k_cur = key_current_version(P);
 	_cleanup_(freep) char *k_dir = key_rollout_dir(P);
 	_cleanup_(freep) char *k_failed = key_rollout_failed_dir(P);

@@ -347,6 +347,29 @@ static bool worth_retrying(int r)
 }
 
 /*
+ * After a failed read or watch of wait_ranges(): r when it is not worth
+ * retrying or the deadline has come, else 0 after the backoff's sleep (cut
+ * to the deadline), the retry reported.
+ */
+static int wait_retry(struct fleet *f, int r, uint64_t deadline_ms, unsigned *failures,
+		      struct progress_report *pr)
+{
+	static const struct backoff b = { 500, 10 * MSEC_PER_SEC, 250 };
+	uint64_t now = clock_msec(CLOCK_MONOTONIC), delay;
+
+	if (!worth_retrying(r) || deadline_ms == CLOCK_DEADLINE_NOW ||
+	    (deadline_ms != CLOCK_DEADLINE_NEVER && now >= deadline_ms))
+		return r;
+	delay = backoff_delay(&b, ++*failures);
+	if (deadline_ms != CLOCK_DEADLINE_NEVER && delay > deadline_ms - now)
+		delay = deadline_ms - now;
+	if ((r = report_retry(pr, fleet_last_error(f))) < 0)
+		return r;
+	clock_sleep_ms(delay);
+	return 0;
+}
+
+/*
  * Reads the ranges at one revision (the first range's) and waits until done()
  * says yes (1), the deadline passes (0), or something fails (negative),
  * following one watch stream that carries every range.  The sets hold the
@@ -358,7 +381,6 @@ static int wait_ranges(struct fleet *f, struct wait_range *ranges, size_t n,
 		       uint64_t deadline_ms, wait_done_fn done, void *userdata,
 		       struct progress_report *pr)
 {
-	static const struct backoff b = { 500, 10 * MSEC_PER_SEC, 250 };
 	struct ranges_wait w = { ranges, n, done, userdata };
 	unsigned failures = 0;
 
@@ -368,15 +390,17 @@ static int wait_ranges(struct fleet *f, struct wait_range *ranges, size_t n,
 		struct etcd_watch_range watch[WAIT_RANGES_MAX];
 		int64_t revision = 0;
 		size_t n_watch = 0;
-		uint64_t now, delay;
 		int r = 0;
 
 		for (size_t i = 0; i < n && r == 0; i++)
 			r = read_range(f, &ranges[i], &revision);
 		if (r == -ESTALE)
 			continue;	/* compacted between the reads: read again */
-		if (r < 0)
-			goto failed;
+		if (r < 0) {
+			if ((r = wait_retry(f, r, deadline_ms, &failures, pr)) < 0)
+				return r;
+			continue;
+		}
 		if (failures > 0 && (r = report_retry(pr, NULL)) < 0)
 			return r;
 		failures = 0;
@@ -400,17 +424,8 @@ static int wait_ranges(struct fleet *f, struct wait_range *ranges, size_t n,
 			continue;	/* the revision was compacted: read again */
 		if (r >= 0)
 			return r;	/* 1 (yes) or 0 (the watch ended) */
-failed:
-		now = clock_msec(CLOCK_MONOTONIC);
-		if (!worth_retrying(r) || deadline_ms == CLOCK_DEADLINE_NOW ||
-		    (deadline_ms != CLOCK_DEADLINE_NEVER && now >= deadline_ms))
+		if ((r = wait_retry(f, r, deadline_ms, &failures, pr)) < 0)
 			return r;
-		delay = backoff_delay(&b, ++failures);
-		if (deadline_ms != CLOCK_DEADLINE_NEVER && delay > deadline_ms - now)
-			delay = deadline_ms - now;
-		if ((r = report_retry(pr, fleet_last_error(f))) < 0)
-			return r;
-		clock_sleep_ms(delay);
 	}
 }
 
@@ -435,11 +450,6 @@ static void progress_report_release(struct progress_report *pr)
 	pr->halted = pr->reverted_to = pr->retrying = NULL;
 }
 
-static bool streq_null(const char *a, const char *b)
-{
-	return a == b || (a && b && strcmp(a, b) == 0);
-}
-
 static int report(struct progress_report *pr, const struct fleet_progress *p)
 {
 	const struct fleet_progress *l = &pr->last;
@@ -448,8 +458,8 @@ static int report(struct progress_report *pr, const struct fleet_progress *p)
 		return 0;
 	if (pr->called && l->have == p->have && l->want == p->want && l->states == p->states &&
 	    l->failed == p->failed && l->waiting == p->waiting &&
-	    streq_null(l->halted, p->halted) && streq_null(l->reverted_to, p->reverted_to) &&
-	    streq_null(l->retrying, p->retrying))
+	    streq_ptr(l->halted, p->halted) && streq_ptr(l->reverted_to, p->reverted_to) &&
+	    streq_ptr(l->retrying, p->retrying))
 		return 0;
 	pr->fn(p, pr->userdata);
 	progress_report_release(pr);
@@ -483,11 +493,11 @@ enum fleet_host_state fleet_wait_host_state(const char *version, const char *run
 					    const char *puppet_failed,
 					    const char *validation_failed, const char *pending)
 {
-	if (streq_null(running, version))
+	if (streq_ptr(running, version))
 		return FLEET_HOST_AT;
-	if (streq_null(puppet_failed, version) || streq_null(validation_failed, version))
+	if (streq_ptr(puppet_failed, version) || streq_ptr(validation_failed, version))
 		return FLEET_HOST_FAILED;
-	if (streq_null(pending, version))
+	if (streq_ptr(pending, version))
 		return FLEET_HOST_WAITING;
 	return FLEET_HOST_OTHER;
 }
@@ -648,7 +658,7 @@ static int version_reached(void *userdata)
 /* Whether s (running_version/, decoded) has host at version. */
 static bool host_at(const struct keyset *s, const char *host, const char *version)
 {
-	return streq_null(keyset_value(s, host), version);
+	return streq_ptr(keyset_value(s, host), version);
 }
 
 int fleet_wait_hosts_at_version(struct fleet *f, const char *version, char *const *hosts,
@@ -821,17 +831,6 @@ static int any_event(const struct etcd_event *events, size_t n, int64_t revision
 		     void *userdata)
 {
 	return n > 0 ? 1 : 0;
-}
-
-int fleet_wait_change(struct fleet *f, int64_t revision)
-{
-	_cleanup_(freep) char *root = key_root(f->prefix);
-	int r;
-
-	if (!root)
-		return -ENOMEM;
-	r = etcd_watch(f->etcd, root, true, revision + 1, 0, any_event, NULL, NULL);
-	return r < 0 && r != -ESTALE ? r : 0;
 }
 
 int fleet_wait_change_until(struct fleet *f, int64_t revision, uint64_t deadline_ms)

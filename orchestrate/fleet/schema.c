@@ -1,5 +1,5 @@
 /*
- * schema.c — orchestrate's key layout (SPEC §2), name validation and the
+ * schema.c — orchestrate's key layout (orchestrate(1) "Key layout"), name validation and the
  * mapping of update_own_status results to states.  Pure functions: no I/O.
  *
  * Every key of the layout is built here and nowhere else.  A builder checks the

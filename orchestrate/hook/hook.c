@@ -53,7 +53,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <syslog.h>
-#include <poll.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -64,6 +63,7 @@
 
 #include "base/buf.h"
 #include "base/cleanup.h"
+#include "base/clock.h"
 #include "hook/hook.h"
 #include "hook/hook_proto.h"
 #include "base/log.h"
@@ -469,15 +469,12 @@ static bool hook_remote_input(struct hook *h, const char *data, size_t n)
 /* Reads the runner's first frame, waiting at most HOOK_RUNNER_START_MSEC. */
 static int hook_remote_wait_start(struct hook *h)
 {
-	int64_t deadline = 0;
-	struct timespec ts;
+	uint64_t deadline = clock_msec(CLOCK_MONOTONIC) + HOOK_RUNNER_START_MSEC;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	deadline = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + HOOK_RUNNER_START_MSEC;
 	for (;;) {
 		const char *payload;
 		size_t len, used;
-		char type, chunk[512];
+		char type;
 		long v;
 		int r = hook_frame_parse(h->in.data, h->in.len, &type, &payload, &len, &used);
 		if (r < 0)
@@ -500,27 +497,8 @@ static int hook_remote_wait_start(struct hook *h)
 		if (r > 0)
 			return -EPROTO;
 
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		int64_t left = deadline - ((int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
-		struct pollfd p = { .fd = h->fd, .events = POLLIN };
-		if (left <= 0)
-			return -ETIMEDOUT;
-		r = poll(&p, 1, (int)left);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return -errno;
-		if (r == 0)
-			return -ETIMEDOUT;
-		ssize_t got = read(h->fd, chunk, sizeof(chunk));
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got < 0)
-			return -errno;
-		if (got == 0)
-			return -ECONNRESET;
-		if (buf_add(&h->in, chunk, (size_t)got) < 0)
-			return -ENOMEM;
+		if ((r = hook_proto_read_until(h->fd, &h->in, deadline)) < 0)
+			return r;
 	}
 }
 

@@ -9,6 +9,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <limits.h>
 #include <signal.h>
@@ -19,11 +20,15 @@
 #include <string.h>
 
 #include "base/cleanup.h"
+#include "base/clock.h"
+#include "config/config.h"
 #include "config/local.h"
 #include "hook/hook_proto.h"
 #include "base/strv.h"
 
-static const char *const hook_names[] = { "upgrade", "config", "validate", "services" };
+#define HOOK_NAME(name) #name,
+static const char *const hook_names[] = { CONFIG_HOOK_KINDS(HOOK_NAME) };
+#undef HOOK_NAME
 
 bool hook_proto_name_valid(const char *name)
 {
@@ -346,4 +351,32 @@ int hook_proto_send(int fd, const char *p, size_t n)
 		n -= (size_t)w;
 	}
 	return 0;
+}
+
+int hook_proto_read_until(int fd, struct buf *b, uint64_t deadline_ms)
+{
+	for (;;) {
+		char chunk[4096];
+		uint64_t now = clock_msec(CLOCK_MONOTONIC);
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		int r;
+
+		if (now >= deadline_ms)
+			return -ETIMEDOUT;
+		r = poll(&p, 1, (int)(deadline_ms - now));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return -errno;
+		if (r == 0)
+			return -ETIMEDOUT;
+		ssize_t n = recv(fd, chunk, sizeof(chunk), 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -ECONNRESET;
+		return buf_add(b, chunk, (size_t)n);
+	}
 }

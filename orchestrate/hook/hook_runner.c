@@ -49,7 +49,6 @@
 #include <getopt.h>
 #include <grp.h>
 #include <limits.h>
-#include <poll.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
@@ -67,6 +66,7 @@
 
 #include "base/buf.h"
 #include "base/cleanup.h"
+#include "base/clock.h"
 #include "config/config.h"
 #include "hook/hook.h"
 #include "hook/hook_proto.h"
@@ -290,34 +290,14 @@ static int on_term(sd_event_source *s, const struct signalfd_siginfo *si, void *
 static int read_request(int fd, char **ret_name, char ***ret_env, char **ret_error)
 {
 	_cleanup_(buf_releasep) struct buf b = BUF_INIT;
-	struct timespec ts;
-	int64_t deadline;
+	uint64_t deadline = clock_msec(CLOCK_MONOTONIC) + RUNNER_REQUEST_MSEC;
 	size_t used;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	deadline = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + RUNNER_REQUEST_MSEC;
 	for (;;) {
-		char chunk[4096];
 		int r = hook_request_parse(b.data, b.len, ret_name, ret_env, &used, ret_error);
 		if (r != 0)
 			return r < 0 ? r : (used == b.len ? 0 : -EPROTO);
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		int64_t left = deadline - ((int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
-		struct pollfd p = { .fd = fd, .events = POLLIN };
-		if (left <= 0 || (r = poll(&p, 1, (int)left)) == 0)
-			return -ETIMEDOUT;
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return -errno;
-		ssize_t n = recv(fd, chunk, sizeof(chunk), 0);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			return -ECONNRESET;
-		if ((r = buf_add(&b, chunk, (size_t)n)) < 0)
+		if ((r = hook_proto_read_until(fd, &b, deadline)) < 0)
 			return r;
 	}
 }
@@ -328,17 +308,6 @@ static void send_error(int fd, int code, const char *msg)
 	_cleanup_(buf_releasep) struct buf f = BUF_INIT;
 	if (hook_frame_addf(&f, HOOK_FRAME_ERROR, "%d %s", code, msg) == 0)
 		(void)hook_proto_send(fd, f.data, f.len);
-}
-
-static const char *hook_path(const struct config *cfg, const char *name)
-{
-	if (strcmp(name, "upgrade") == 0)
-		return cfg->hook_upgrade;
-	if (strcmp(name, "config") == 0)
-		return cfg->hook_config;
-	if (strcmp(name, "validate") == 0)
-		return cfg->hook_validate;
-	return cfg->hook_services;
 }
 
 static const char *env_get(char *const *env, const char *key)
@@ -546,7 +515,7 @@ static int serve(int fd, const char *config_path)
 		send_error(fd, -r, error ? error : strerror(-r));
 		return 1;
 	}
-	path = hook_path(cfg, name);
+	path = config_hook_path(cfg, name);
 	if (!path || !*path) {
 		log_warnx("request from pid %ld uid %ld: no %s hook configured in '%s'", (long)cred.pid,
 			  (long)cred.uid, name, config_path);

@@ -100,7 +100,7 @@ static int scalar_event(yaml_event_t *ev, const char *s, yaml_scalar_style_t sty
 }
 
 /*
- * Keys and IPv4 addresses are plain scalars, as in SPEC §4.  An IPv6 address is
+ * Keys and IPv4 addresses are plain scalars, as in orchestrate(1) get_services.  An IPv6 address is
  * single-quoted: plain, Ruby's YAML (Psych, which hiera uses) reads "::1" as the
  * Symbol :":1" and "1:2:3:4:5:6:7:8" as a base-60 integer, never as the string.
  */

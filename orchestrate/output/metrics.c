@@ -13,7 +13,8 @@
 #include "base/buf.h"
 #include "output/metrics.h"
 
-int metrics_escape_label(const char *s, struct buf *out)
+/* Appends s to out escaped as a label value (without the quotes). */
+static int metrics_escape_label(const char *s, struct buf *out)
 {
 	int r = 0;
 	for (; s && *s && r >= 0; s++) {

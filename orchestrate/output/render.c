@@ -1,5 +1,7 @@
 /*
- * render.c — the status table, its JSON twin and plain name lists (render.h).
+ * render.c — the status table and its JSON twin (render.h), and the
+ * sanitiser every text from outside goes through; every other command's
+ * answer is render_commands.c's.
  *
  * Output only: the data comes in as a fleet_view already read at one revision,
  * and the caller has decided about colour.  The table is what an operator reads
@@ -20,9 +22,11 @@
 
 #include "base/buf.h"
 #include "base/cleanup.h"
+#include "base/json.h"
 #include "fleet/fleet.h"
 #include "fleet/fleet_rollout.h"
 #include "output/render.h"
+#include "render_internal.h"
 #include "fleet/schema.h"
 #include "base/utf8.h"
 
@@ -56,7 +60,7 @@ static const char *const column_names[_COL_MAX] = {
 	"HOST", "VERSION", "PUPPET", "VALIDATION", "ALIVE", "GROUP", "AGE", "DETAIL",
 };
 
-static int stream_status(FILE *out)
+int render_stream_status(FILE *out)
 {
 	return ferror(out) ? -EIO : 0;
 }
@@ -89,7 +93,7 @@ int render_clock(int64_t t, int64_t now, struct buf *out)
 	return buf_adds(out, text);
 }
 
-static bool host_behind(const struct fleet_view *v, const struct host_view *h)
+bool render_host_behind(const struct fleet_view *v, const struct host_view *h)
 {
 	return v->current_version &&
 	       (!h->running_version || strcmp(h->running_version, v->current_version) != 0);
@@ -230,7 +234,7 @@ static bool host_waiting(const struct host_view *h)
  * behind the desired version, 3 the rest. */
 static int host_rank(const struct fleet_view *v, const struct host_view *h)
 {
-	return host_failed(h) ? 0 : host_waiting(h) ? 1 : host_behind(v, h) ? 2 : 3;
+	return host_failed(h) ? 0 : host_waiting(h) ? 1 : render_host_behind(v, h) ? 2 : 3;
 }
 
 static int row_cmp(const void *a, const void *b)
@@ -247,7 +251,7 @@ static bool host_shown(const struct fleet_view *v, const struct host_view *h,
 {
 	if (o->failed && !host_failed(h))
 		return false;
-	if (o->behind && !host_behind(v, h))
+	if (o->behind && !render_host_behind(v, h))
 		return false;
 	if (o->group && (!h->group || strcmp(h->group, o->group) != 0))
 		return false;
@@ -285,7 +289,7 @@ static int row_fill(const struct fleet_view *v, const struct host_view *h, struc
 	int r;
 
 	row->h = h;
-	row->behind = host_behind(v, h);
+	row->behind = render_host_behind(v, h);
 	row->rank = host_rank(v, h);
 	if (h->changed > 0)
 		r = render_age(now - h->changed, &age);
@@ -480,7 +484,7 @@ static void count_states(const struct fleet_view *v, struct state_counts *sc)
 		const struct host_view *h = &v->hosts[i];
 		sc->puppet[state_index(h->puppet)]++;
 		sc->validation[state_index(h->validation)]++;
-		if (host_behind(v, h))
+		if (render_host_behind(v, h))
 			sc->behind++;
 		if (h->alive)
 			sc->alive++;
@@ -846,7 +850,7 @@ int render_status_view(const struct fleet_view *v, FILE *out,
 	fputc('\n', out);
 	if ((r = table_totals(v, out, o->color)) < 0)
 		return r;
-	return stream_status(out);
+	return render_stream_status(out);
 }
 
 int render_status_table(const struct fleet_view *v, FILE *out, bool color, int64_t now)
@@ -868,7 +872,7 @@ static cJSON *json_state(enum status_state s)
 }
 
 /* Adds item to obj under name; false (and item freed) when either is missing. */
-static bool json_add(cJSON *obj, const char *name, cJSON *item)
+bool render_json_add(cJSON *obj, const char *name, cJSON *item)
 {
 	if (!item)
 		return false;
@@ -884,21 +888,21 @@ static cJSON *json_host(const struct host_view *h)
 	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
 
 	if (!obj ||
-	    !json_add(obj, "host", cJSON_CreateString(h->host)) ||
-	    !json_add(obj, "running_version", json_string_or_null(h->running_version)) ||
-	    !json_add(obj, "puppet", json_state(h->puppet)) ||
-	    !json_add(obj, "puppet_exit_code", cJSON_CreateNumber(h->puppet_exit_code)) ||
-	    !json_add(obj, "validation", json_state(h->validation)) ||
-	    !json_add(obj, "provisioned", json_state(h->provisioned)) ||
-	    !json_add(obj, "alive", cJSON_CreateBool(h->alive)) ||
-	    !json_add(obj, "alive_version", json_string_or_null(h->alive_version)) ||
-	    !json_add(obj, "group", json_string_or_null(h->group)) ||
-	    !json_add(obj, "changed", cJSON_CreateNumber((double)h->changed)) ||
-	    !json_add(obj, "detail", json_string_or_null(h->detail)) ||
-	    !json_add(obj, "paused", json_string_or_null(h->paused)) ||
-	    !json_add(obj, "attempts", cJSON_CreateNumber((double)h->attempts)) ||
-	    !json_add(obj, "first_failure", cJSON_CreateNumber((double)h->first_failure)) ||
-	    !json_add(obj, "wait", json_string_or_null(h->wait)))
+	    !render_json_add(obj, "host", cJSON_CreateString(h->host)) ||
+	    !render_json_add(obj, "running_version", json_string_or_null(h->running_version)) ||
+	    !render_json_add(obj, "puppet", json_state(h->puppet)) ||
+	    !render_json_add(obj, "puppet_exit_code", cJSON_CreateNumber(h->puppet_exit_code)) ||
+	    !render_json_add(obj, "validation", json_state(h->validation)) ||
+	    !render_json_add(obj, "provisioned", json_state(h->provisioned)) ||
+	    !render_json_add(obj, "alive", cJSON_CreateBool(h->alive)) ||
+	    !render_json_add(obj, "alive_version", json_string_or_null(h->alive_version)) ||
+	    !render_json_add(obj, "group", json_string_or_null(h->group)) ||
+	    !render_json_add(obj, "changed", cJSON_CreateNumber((double)h->changed)) ||
+	    !render_json_add(obj, "detail", json_string_or_null(h->detail)) ||
+	    !render_json_add(obj, "paused", json_string_or_null(h->paused)) ||
+	    !render_json_add(obj, "attempts", cJSON_CreateNumber((double)h->attempts)) ||
+	    !render_json_add(obj, "first_failure", cJSON_CreateNumber((double)h->first_failure)) ||
+	    !render_json_add(obj, "wait", json_string_or_null(h->wait)))
 		return NULL;
 	return TAKE_PTR(obj);
 }
@@ -906,34 +910,34 @@ static cJSON *json_host(const struct host_view *h)
 /* The rollout's safety state: {"version","trigger","halted","reverted",
  * "halt":{"version","trigger","time","host","reason","reverted_to","failed"}
  * or null,"promoted","failed","canaries_done"}. */
-static cJSON *json_rollout(const struct rollout_state *s)
+cJSON *render_json_rollout(const struct rollout_state *s)
 {
 	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
 	const struct rollout_record *h = &s->halt;
 
 	if (!obj ||
-	    !json_add(obj, "version", json_string_or_null(s->version)) ||
-	    !json_add(obj, "trigger", cJSON_CreateNumber((double)s->trigger)) ||
-	    !json_add(obj, "halted", cJSON_CreateBool(s->halted)) ||
-	    !json_add(obj, "reverted", cJSON_CreateBool(s->reverted)))
+	    !render_json_add(obj, "version", json_string_or_null(s->version)) ||
+	    !render_json_add(obj, "trigger", cJSON_CreateNumber((double)s->trigger)) ||
+	    !render_json_add(obj, "halted", cJSON_CreateBool(s->halted)) ||
+	    !render_json_add(obj, "reverted", cJSON_CreateBool(s->reverted)))
 		return NULL;
 	if (s->halted || s->reverted) {
 		cJSON *halt = cJSON_AddObjectToObject(obj, "halt");
 		if (!halt ||
-		    !json_add(halt, "version", json_string_or_null(h->version)) ||
-		    !json_add(halt, "trigger", cJSON_CreateNumber((double)h->trigger)) ||
-		    !json_add(halt, "time", cJSON_CreateNumber((double)h->time)) ||
-		    !json_add(halt, "host", json_string_or_null(h->host)) ||
-		    !json_add(halt, "reason", json_string_or_null(h->reason)) ||
-		    !json_add(halt, "reverted_to", json_string_or_null(h->reverted_to)) ||
-		    !json_add(halt, "failed", cJSON_CreateNumber((double)h->failed)))
+		    !render_json_add(halt, "version", json_string_or_null(h->version)) ||
+		    !render_json_add(halt, "trigger", cJSON_CreateNumber((double)h->trigger)) ||
+		    !render_json_add(halt, "time", cJSON_CreateNumber((double)h->time)) ||
+		    !render_json_add(halt, "host", json_string_or_null(h->host)) ||
+		    !render_json_add(halt, "reason", json_string_or_null(h->reason)) ||
+		    !render_json_add(halt, "reverted_to", json_string_or_null(h->reverted_to)) ||
+		    !render_json_add(halt, "failed", cJSON_CreateNumber((double)h->failed)))
 			return NULL;
-	} else if (!json_add(obj, "halt", cJSON_CreateNull())) {
+	} else if (!render_json_add(obj, "halt", cJSON_CreateNull())) {
 		return NULL;
 	}
-	if (!json_add(obj, "promoted", cJSON_CreateBool(s->promoted)) ||
-	    !json_add(obj, "failed", cJSON_CreateNumber((double)s->failed)) ||
-	    !json_add(obj, "canaries_done", cJSON_CreateNumber((double)s->canaries_done)))
+	if (!render_json_add(obj, "promoted", cJSON_CreateBool(s->promoted)) ||
+	    !render_json_add(obj, "failed", cJSON_CreateNumber((double)s->failed)) ||
+	    !render_json_add(obj, "canaries_done", cJSON_CreateNumber((double)s->canaries_done)))
 		return NULL;
 	return TAKE_PTR(obj);
 }
@@ -946,10 +950,10 @@ static cJSON *json_state_counts(const size_t *counts)
 		return NULL;
 	for (int s = 0; s < _STATE_MAX; s++) {
 		const char *name = status_state_name((enum status_state)s);
-		if (counts[s] && !json_add(obj, name, cJSON_CreateNumber((double)counts[s])))
+		if (counts[s] && !render_json_add(obj, name, cJSON_CreateNumber((double)counts[s])))
 			return NULL;
 	}
-	if (counts[_STATE_MAX] && !json_add(obj, "none", cJSON_CreateNumber((double)counts[_STATE_MAX])))
+	if (counts[_STATE_MAX] && !render_json_add(obj, "none", cJSON_CreateNumber((double)counts[_STATE_MAX])))
 		return NULL;
 	return TAKE_PTR(obj);
 }
@@ -965,11 +969,11 @@ static cJSON *json_totals(const struct fleet_view *v)
 	if (!obj || count_versions(v, &versions, &n_versions) < 0)
 		return NULL;
 	count_states(v, &sc);
-	if (!json_add(obj, "hosts", cJSON_CreateNumber((double)v->n)) ||
-	    !json_add(obj, "behind", cJSON_CreateNumber((double)sc.behind)) ||
-	    !json_add(obj, "alive", cJSON_CreateNumber((double)sc.alive)) ||
-	    !json_add(obj, "unaccounted", cJSON_CreateNumber((double)sc.unaccounted)) ||
-	    !json_add(obj, "paused", cJSON_CreateNumber((double)sc.paused)))
+	if (!render_json_add(obj, "hosts", cJSON_CreateNumber((double)v->n)) ||
+	    !render_json_add(obj, "behind", cJSON_CreateNumber((double)sc.behind)) ||
+	    !render_json_add(obj, "alive", cJSON_CreateNumber((double)sc.alive)) ||
+	    !render_json_add(obj, "unaccounted", cJSON_CreateNumber((double)sc.unaccounted)) ||
+	    !render_json_add(obj, "paused", cJSON_CreateNumber((double)sc.paused)))
 		return NULL;
 	by_version = cJSON_AddObjectToObject(obj, "versions");
 	if (!by_version)
@@ -982,26 +986,26 @@ static cJSON *json_totals(const struct fleet_view *v)
 			unversioned = versions[i].count;
 			continue;
 		}
-		if (!json_add(by_version, versions[i].version,
+		if (!render_json_add(by_version, versions[i].version,
 			      cJSON_CreateNumber((double)versions[i].count)))
 			return NULL;
 	}
-	if (!json_add(obj, "unversioned", cJSON_CreateNumber((double)unversioned)))
+	if (!render_json_add(obj, "unversioned", cJSON_CreateNumber((double)unversioned)))
 		return NULL;
-	if (!json_add(obj, "puppet", json_state_counts(sc.puppet)) ||
-	    !json_add(obj, "validation", json_state_counts(sc.validation)))
+	if (!render_json_add(obj, "puppet", json_state_counts(sc.puppet)) ||
+	    !render_json_add(obj, "validation", json_state_counts(sc.validation)))
 		return NULL;
 	return TAKE_PTR(obj);
 }
 
-static int json_emit(cJSON *obj, FILE *out)
+int render_json_emit(cJSON *obj, FILE *out)
 {
 	_cleanup_(freep) char *text = cJSON_PrintUnformatted(obj);
 	if (!text)
 		return -ENOMEM;
 	fputs(text, out);
 	fputc('\n', out);
-	return stream_status(out);
+	return render_stream_status(out);
 }
 
 int render_status_json(const struct fleet_view *v, const struct rollout_state *rollout,
@@ -1011,10 +1015,10 @@ int render_status_json(const struct fleet_view *v, const struct rollout_state *r
 	cJSON *hosts;
 
 	if (!obj ||
-	    !json_add(obj, "current_version", json_string_or_null(v->current_version)) ||
-	    !json_add(obj, "previous_version", json_string_or_null(v->previous_version)) ||
-	    !json_add(obj, "revision", cJSON_CreateNumber((double)v->revision)) ||
-	    (rollout && !json_add(obj, "rollout", json_rollout(rollout))))
+	    !render_json_add(obj, "current_version", json_string_or_null(v->current_version)) ||
+	    !render_json_add(obj, "previous_version", json_string_or_null(v->previous_version)) ||
+	    !render_json_add(obj, "revision", cJSON_CreateNumber((double)v->revision)) ||
+	    (rollout && !render_json_add(obj, "rollout", render_json_rollout(rollout))))
 		return -ENOMEM;
 	hosts = cJSON_AddArrayToObject(obj, "hosts");
 	if (!hosts)
@@ -1026,20 +1030,9 @@ int render_status_json(const struct fleet_view *v, const struct rollout_state *r
 			return -ENOMEM;
 		}
 	}
-	if (!json_add(obj, "totals", json_totals(v)))
+	if (!render_json_add(obj, "totals", json_totals(v)))
 		return -ENOMEM;
-	return json_emit(obj, out);
-}
-
-/* --- lists -------------------------------------------------------------------------- */
-
-int render_lines(char *const *items, FILE *out)
-{
-	for (size_t i = 0; items && items[i]; i++) {
-		fputs(items[i], out);
-		fputc('\n', out);
-	}
-	return stream_status(out);
+	return render_json_emit(obj, out);
 }
 
 /* --- text from outside ---------------------------------------------------------- */
@@ -1078,458 +1071,4 @@ int render_sanitize(const char *text, size_t len, enum render_text mode, struct 
 		p += n ? n : 1;
 	}
 	return r;
-}
-
-/* --- what the commands print ------------------------------------------------------ */
-
-/* Adds a string member, or null when s is NULL; false when out of memory. */
-static bool json_add_string(cJSON *obj, const char *name, const char *s)
-{
-	return json_add(obj, name, json_string_or_null(s));
-}
-
-static cJSON *json_strings(char *const *items)
-{
-	_cleanup_(cJSON_Deletep) cJSON *arr = cJSON_CreateArray();
-
-	if (!arr)
-		return NULL;
-	for (size_t i = 0; items && items[i]; i++) {
-		cJSON *s = cJSON_CreateString(items[i]);
-		if (!s || !cJSON_AddItemToArray(arr, s)) {
-			cJSON_Delete(s);
-			return NULL;
-		}
-	}
-	return TAKE_PTR(arr);
-}
-
-int render_json_version(FILE *out, const char *field, const char *version)
-{
-	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
-
-	if (!obj || !json_add_string(obj, field, version))
-		return -ENOMEM;
-	return json_emit(obj, out);
-}
-
-int render_json_pending(FILE *out, const char *local, const char *desired, bool pending,
-			bool reachable, const char *message)
-{
-	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
-
-	if (!obj || !json_add_string(obj, "local", local) ||
-	    !json_add_string(obj, "desired", desired) ||
-	    !json_add(obj, "pending", cJSON_CreateBool(pending)) ||
-	    !json_add(obj, "reachable", cJSON_CreateBool(reachable)) ||
-	    !json_add_string(obj, "message", message))
-		return -ENOMEM;
-	return json_emit(obj, out);
-}
-
-int render_json_names(FILE *out, const char *version, const char *field, char *const *names)
-{
-	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
-
-	if (!obj || (version && !json_add_string(obj, "version", version)) ||
-	    !json_add(obj, field, json_strings(names)))
-		return -ENOMEM;
-	return json_emit(obj, out);
-}
-
-int render_version_counts(FILE *out, const struct fleet_version_count *counts, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		fprintf(out, "%s: %zu host%s\n", counts[i].version, counts[i].hosts,
-			counts[i].hosts == 1 ? "" : "s");
-	return stream_status(out);
-}
-
-int render_json_single_version(FILE *out, const char *version, bool single,
-			       const struct fleet_version_count *counts, size_t n)
-{
-	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
-	cJSON *running;
-
-	if (!obj || !json_add_string(obj, "version", version) ||
-	    !json_add(obj, "single", cJSON_CreateBool(single)) ||
-	    !(running = cJSON_AddObjectToObject(obj, "running_versions")))
-		return -ENOMEM;
-	for (size_t i = 0; i < n; i++)
-		if (!json_add(running, counts[i].version, cJSON_CreateNumber((double)counts[i].hosts)))
-			return -ENOMEM;
-	return json_emit(obj, out);
-}
-
-int render_failures(FILE *out, const struct fleet_failures *fl, bool hosts)
-{
-	if (!hosts) {
-		fprintf(out, "failed puppet: %zu\nfailed validation: %zu\nunaccounted: %zu\n",
-			fl->n_puppet, fl->n_validation, fl->n_unaccounted);
-		return stream_status(out);
-	}
-	for (size_t i = 0; i < fl->n_puppet; i++)
-		fprintf(out, "failed puppet %s\n", fl->puppet[i]);
-	for (size_t i = 0; i < fl->n_validation; i++)
-		fprintf(out, "failed validation %s\n", fl->validation[i]);
-	for (size_t i = 0; i < fl->n_unaccounted; i++)
-		fprintf(out, "unaccounted %s\n", fl->unaccounted[i]);
-	return stream_status(out);
-}
-
-int render_json_failures(FILE *out, const struct fleet_failures *fl,
-			 const struct rollout_state *rollout)
-{
-	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
-
-	if (!obj || !json_add(obj, "failed_puppet", json_strings(fl->puppet)) ||
-	    !json_add(obj, "failed_validation", json_strings(fl->validation)) ||
-	    !json_add(obj, "unaccounted", json_strings(fl->unaccounted)) ||
-	    (rollout && !json_add(obj, "rollout", json_rollout(rollout))))
-		return -ENOMEM;
-	return json_emit(obj, out);
-}
-
-static const char *state_or_null(enum status_state s)
-{
-	return s == STATE_INVALID ? NULL : status_state_name(s);
-}
-
-static int print_detail(FILE *out, const char *title, const char *detail)
-{
-	_cleanup_(buf_releasep) struct buf b = BUF_INIT;
-	int r;
-
-	if (!detail || !*detail)
-		return 0;
-	if ((r = render_sanitize(detail, strlen(detail), RENDER_BLOCK, &b)) < 0)
-		return r;
-	fprintf(out, "%s detail:\n%s\n", title, buf_str(&b));
-	return 0;
-}
-
-int render_health(FILE *out, const struct render_health *h, bool details)
-{
-	const char *p = state_or_null(h->puppet), *v = state_or_null(h->validation);
-	int r;
-
-	fprintf(out, "puppet: %s\nvalidation: %s\n", p ? p : "none", v ? v : "none");
-	if (details && ((r = print_detail(out, "puppet", h->puppet_detail)) < 0 ||
-			(r = print_detail(out, "validation", h->validation_detail)) < 0))
-		return r;
-	return stream_status(out);
-}
-
-int render_json_health(FILE *out, const struct render_health *h)
-{
-	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
-
-	if (!obj || !json_add_string(obj, "host", h->host) ||
-	    !json_add_string(obj, "puppet", state_or_null(h->puppet)) ||
-	    !json_add_string(obj, "validation", state_or_null(h->validation)) ||
-	    !json_add_string(obj, "puppet_detail", h->puppet_detail) ||
-	    !json_add_string(obj, "validation_detail", h->validation_detail))
-		return -ENOMEM;
-	return json_emit(obj, out);
-}
-
-int render_ping(FILE *out, const char *endpoint, const char *server_version)
-{
-	_cleanup_(buf_releasep) struct buf b = BUF_INIT;
-	int r;
-
-	if ((r = render_sanitize(endpoint, strlen(endpoint), RENDER_LINE, &b)) < 0 ||
-	    (r = buf_adds(&b, ": etcd ")) < 0 ||
-	    (r = render_sanitize(server_version, strlen(server_version), RENDER_LINE, &b)) < 0)
-		return r;
-	fprintf(out, "%s\n", buf_str(&b));
-	return stream_status(out);
-}
-
-int render_json_ping(FILE *out, const char *endpoint, const char *server_version,
-		     const char *error)
-{
-	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
-
-	if (!obj || !json_add_string(obj, "endpoint", endpoint) ||
-	    !json_add_string(obj, "version", server_version) ||
-	    (error && !json_add_string(obj, "error", error)))
-		return -ENOMEM;
-	return json_emit(obj, out);
-}
-
-int render_json_catalog(FILE *out, const struct catalog *cat)
-{
-	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
-	cJSON *entries;
-
-	if (!obj || !json_add(obj, "revision", cJSON_CreateNumber((double)cat->revision)) ||
-	    !json_add(obj, "skipped", cJSON_CreateNumber((double)cat->skipped)) ||
-	    !(entries = cJSON_AddArrayToObject(obj, "entries")))
-		return -ENOMEM;
-	for (size_t i = 0; i < cat->n; i++) {
-		const struct catalog_entry *e = &cat->entries[i];
-		cJSON *o = cJSON_CreateObject();
-		if (!o || !cJSON_AddItemToArray(entries, o)) {
-			cJSON_Delete(o);
-			return -ENOMEM;
-		}
-		if (!json_add_string(o, "service", e->service) ||
-		    !json_add_string(o, "host", e->host) || !json_add_string(o, "iface", e->iface) ||
-		    !json_add_string(o, "address", e->address) ||
-		    !json_add(o, "healthy", cJSON_CreateBool(e->healthy)))
-			return -ENOMEM;
-	}
-	return json_emit(obj, out);
-}
-
-int render_json_service_wait(FILE *out, const char *service, size_t count, bool healthy,
-			     size_t seen, bool ok)
-{
-	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
-
-	if (!obj || !json_add_string(obj, "service", service) ||
-	    !json_add(obj, "count", cJSON_CreateNumber((double)count)) ||
-	    !json_add(obj, "healthy", cJSON_CreateBool(healthy)) ||
-	    !json_add(obj, "seen", cJSON_CreateNumber((double)seen)) ||
-	    !json_add(obj, "ok", cJSON_CreateBool(ok)))
-		return -ENOMEM;
-	return json_emit(obj, out);
-}
-
-int render_policy(FILE *out, const struct rollout_policy *p)
-{
-	if (!p) {
-		fputs("no policy\n", out);
-		return stream_status(out);
-	}
-	if (p->max_parallel > 0)
-		fprintf(out, "max_parallel: %ld\n", p->max_parallel);
-	else if (p->max_percent > 0)
-		fprintf(out, "max_percent: %g\n", p->max_percent);
-	else
-		fputs("max_parallel: unlimited\n", out);
-	if (p->n_groups > 0) {
-		fputs("groups:", out);
-		for (size_t i = 0; i < p->n_groups; i++)
-			fprintf(out, " %s", p->groups[i]);
-		fputc('\n', out);
-	}
-	if (p->has_max_failures)
-		fprintf(out, "max_failures: %ld\n", p->max_failures);
-	if (p->max_fail_percent > 0)
-		fprintf(out, "max_fail_percent: %g\n", p->max_fail_percent);
-	if (p->healthy_deadline)
-		fprintf(out, "healthy_deadline: %ld\n", p->healthy_deadline);
-	if (p->progress_deadline)
-		fprintf(out, "progress_deadline: %ld\n", p->progress_deadline);
-	if (p->min_healthy_time)
-		fprintf(out, "min_healthy_time: %ld\n", p->min_healthy_time);
-	if (p->auto_revert)
-		fputs("auto_revert: yes\n", out);
-	if (p->canary)
-		fprintf(out, "canary: %ld\n", p->canary);
-	if (p->auto_promote)
-		fputs("auto_promote: yes\n", out);
-	return stream_status(out);
-}
-
-int render_json_policy(FILE *out, const struct rollout_policy *p)
-{
-	_cleanup_(freep) char *text = NULL;
-	int r;
-
-	if (!p) {
-		fputs("null\n", out);
-		return stream_status(out);
-	}
-	if ((r = rollout_policy_encode(p, &text)) < 0)
-		return r;
-	fprintf(out, "%s\n", text);
-	return stream_status(out);
-}
-
-/* --- one host in full, pauses ------------------------------------------------------ */
-
-/* "12m ago" from a unix time, or "-" when unknown. */
-static void print_ago(FILE *out, int64_t t, int64_t now)
-{
-	_cleanup_(buf_releasep) struct buf age = BUF_INIT;
-	if (t <= 0 || render_age(now - t, &age) < 0) {
-		fputs("-", out);
-		return;
-	}
-	fprintf(out, "%s ago", buf_str(&age));
-}
-
-/* text from outside, one line (RENDER_LINE) */
-static void print_line(FILE *out, const char *text)
-{
-	_cleanup_(buf_releasep) struct buf b = BUF_INIT;
-	if (render_sanitize(text, strlen(text), RENDER_LINE, &b) == 0)
-		fputs(buf_str(&b), out);
-}
-
-int render_host(FILE *out, const struct fleet_view *v, const struct host_view *h,
-		const struct host_record *rec, int64_t now)
-{
-	fprintf(out, "host:         %s\n", h->host);
-	fprintf(out, "group:        %s\n", h->group ? h->group : "-");
-	fprintf(out, "version:      %s", h->running_version ? h->running_version : "-");
-	if (v->current_version)
-		fprintf(out, " (desired %s%s)", v->current_version,
-			host_behind(v, h) ? ": behind" : "");
-	fputc('\n', out);
-	fputs("paused:       ", out);
-	print_line(out, h->paused ? h->paused : "no");
-	fputc('\n', out);
-	if (h->wait)
-		fprintf(out, "waits:        %s\n", h->wait);
-	if (rec->alive) {
-		fputs("alive:        yes, heard ", out);
-		print_ago(out, rec->alive_time, now);
-		if (rec->alive_pid)
-			fprintf(out, ", pid %ld", rec->alive_pid);
-		if (rec->alive_version)
-			fprintf(out, ", runs %s", rec->alive_version);
-		if (rec->lease)
-			fprintf(out, ", lease %llx", (unsigned long long)rec->lease);
-		fputc('\n', out);
-	} else {
-		fprintf(out, "alive:        no%s\n", h->provisioned == STATE_SUCCESS
-			? " (provisioned: unaccounted)" : "");
-	}
-	for (size_t i = 0; i < rec->n_states; i++) {
-		const struct host_state *st = &rec->states[i];
-		_cleanup_(buf_releasep) struct buf label = BUF_INIT;
-		if (buf_printf(&label, "%s:", status_type_name(st->type)) < 0)
-			return -ENOMEM;
-		fprintf(out, "%-13s %s, ", buf_str(&label), status_state_name(st->state));
-		print_ago(out, st->time, now);
-		if (st->type != STATUS_PROVISIONED)
-			fprintf(out, ", exit %d", st->exit_code);
-		if (st->version)
-			fprintf(out, ", at %s", st->version);
-		if (st->state == STATE_FAILED && st->attempts > 0) {
-			_cleanup_(buf_releasep) struct buf since = BUF_INIT;
-			fprintf(out, ", attempt %ld", st->attempts);
-			if (st->first_failure > 0 && render_clock(st->first_failure, now, &since) == 0)
-				fprintf(out, " since %s", buf_str(&since));
-		}
-		if (st->state == STATE_PENDING && st->wait)
-			fprintf(out, ", wait %s", st->wait);
-		fputc('\n', out);
-		if (st->detail) {
-			_cleanup_(buf_releasep) struct buf d = BUF_INIT;
-			int r = render_sanitize(st->detail, strlen(st->detail), RENDER_BLOCK, &d);
-			if (r < 0)
-				return r;
-			for (const char *line = buf_str(&d); *line;) {
-				size_t len = strcspn(line, "\n");
-				fprintf(out, "  | %.*s\n", (int)len, line);
-				line += len + (line[len] ? 1 : 0);
-			}
-		}
-	}
-	if (rec->n_states == 0)
-		fputs("states:       none\n", out);
-	return stream_status(out);
-}
-
-int render_json_host(FILE *out, const struct fleet_view *v, const struct host_view *h,
-		     const struct host_record *rec)
-{
-	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
-	cJSON *states, *alive;
-
-	if (!obj || !json_add_string(obj, "host", h->host) ||
-	    !json_add_string(obj, "group", h->group) ||
-	    !json_add_string(obj, "running_version", h->running_version) ||
-	    !json_add_string(obj, "desired_version", v->current_version) ||
-	    !json_add(obj, "behind", cJSON_CreateBool(host_behind(v, h))) ||
-	    !json_add_string(obj, "paused", h->paused) ||
-	    !json_add_string(obj, "wait", h->wait))
-		return -ENOMEM;
-	if (rec->alive) {
-		if (!(alive = cJSON_AddObjectToObject(obj, "alive")) ||
-		    !json_add(alive, "time", cJSON_CreateNumber((double)rec->alive_time)) ||
-		    !json_add(alive, "pid", cJSON_CreateNumber((double)rec->alive_pid)) ||
-		    !json_add_string(alive, "version", rec->alive_version) ||
-		    !json_add(alive, "lease", cJSON_CreateNumber((double)rec->lease)))
-			return -ENOMEM;
-	} else if (!json_add(obj, "alive", cJSON_CreateNull())) {
-		return -ENOMEM;
-	}
-	if (!(states = cJSON_AddArrayToObject(obj, "states")))
-		return -ENOMEM;
-	for (size_t i = 0; i < rec->n_states; i++) {
-		const struct host_state *st = &rec->states[i];
-		cJSON *s = cJSON_CreateObject();
-		if (!s || !cJSON_AddItemToArray(states, s)) {
-			cJSON_Delete(s);
-			return -ENOMEM;
-		}
-		if (!json_add_string(s, "type", status_type_name(st->type)) ||
-		    !json_add_string(s, "state", status_state_name(st->state)) ||
-		    !json_add(s, "time", cJSON_CreateNumber((double)st->time)) ||
-		    !json_add(s, "exit_code", cJSON_CreateNumber(st->exit_code)) ||
-		    !json_add_string(s, "version", st->version) ||
-		    !json_add_string(s, "detail", st->detail) ||
-		    !json_add(s, "attempts", cJSON_CreateNumber((double)st->attempts)) ||
-		    !json_add(s, "first_failure", cJSON_CreateNumber((double)st->first_failure)) ||
-		    !json_add_string(s, "wait", st->wait))
-			return -ENOMEM;
-	}
-	return json_emit(obj, out);
-}
-
-static const char *pause_scope_name(enum pause_scope s)
-{
-	return s == PAUSE_GROUP ? "group" : s == PAUSE_HOST ? "host" : "global";
-}
-
-int render_pauses(FILE *out, const struct pause_entry *p, size_t n, int64_t now)
-{
-	size_t width = strlen("NAME");
-
-	if (n == 0) {
-		fputs("no pause set\n", out);
-		return stream_status(out);
-	}
-	for (size_t i = 0; i < n; i++)
-		if (p[i].name && strlen(p[i].name) > width)
-			width = strlen(p[i].name);
-	fprintf(out, "%-6s  %-*s  %-8s  %s\n", "SCOPE", (int)width, "NAME", "SINCE", "REASON");
-	for (size_t i = 0; i < n; i++) {
-		_cleanup_(buf_releasep) struct buf age = BUF_INIT;
-		if (p[i].time > 0 ? render_age(now - p[i].time, &age) : buf_adds(&age, "-"))
-			return -ENOMEM;
-		fprintf(out, "%-6s  %-*s  %-8s  ", pause_scope_name(p[i].scope), (int)width,
-			p[i].name ? p[i].name : "-", buf_str(&age));
-		print_line(out, p[i].reason ? p[i].reason : "-");
-		fputc('\n', out);
-	}
-	return stream_status(out);
-}
-
-int render_json_pauses(FILE *out, const struct pause_entry *p, size_t n)
-{
-	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
-	cJSON *arr;
-
-	if (!obj || !(arr = cJSON_AddArrayToObject(obj, "pauses")))
-		return -ENOMEM;
-	for (size_t i = 0; i < n; i++) {
-		cJSON *e = cJSON_CreateObject();
-		if (!e || !cJSON_AddItemToArray(arr, e)) {
-			cJSON_Delete(e);
-			return -ENOMEM;
-		}
-		if (!json_add_string(e, "scope", pause_scope_name(p[i].scope)) ||
-		    !json_add_string(e, "name", p[i].name) ||
-		    !json_add(e, "time", cJSON_CreateNumber((double)p[i].time)) ||
-		    !json_add_string(e, "reason", p[i].reason))
-			return -ENOMEM;
-	}
-	return json_emit(obj, out);
 }

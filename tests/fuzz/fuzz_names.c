@@ -8,7 +8,7 @@
  * a hostile entry in available_services/ from reaching Puppet as something else:
  *
  *  - schema_name_valid() agrees with schema_name_problem() and with the rule of
- *    SPEC §2 written out again here (1–253 bytes of [A-Za-z0-9._:@+-], not "."
+ *    orchestrate(1) written out again here (1–253 bytes of [A-Za-z0-9._:@+-], not "."
  *    or "..");
  *  - key_split() only ever returns valid names;
  *  - status_from_result() returns a state the type allows, or STATE_INVALID;

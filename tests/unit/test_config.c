@@ -1,7 +1,7 @@
 /*
  * test_config.c — drives config_load() and config_parse() over the fixture files
  * in tests/fixtures/config/ and over inline YAML: a file with every key, the
- * example of SPEC §4 verbatim, empty files, one file per class of error (the
+ * example of orchestrate.conf(5) verbatim, empty files, one file per class of error (the
  * exact one-line message is compared), and hostile input: a billion-laughs file,
  * a truncated file, binary garbage and a megabyte of nested lists.
  *
@@ -160,7 +160,7 @@ static void test_spec_example(void)
 	_cleanup_(freep) char *err = NULL;
 	_cleanup_(freep) char *path = fixture("spec_example.yaml");
 
-	is_int(config_load(path, false, &c, &err), 0, "SPEC §4 example loads");
+	is_int(config_load(path, false, &c, &err), 0, "orchestrate.conf(5) example loads");
 	if (!c) {
 		printf("# %s\n", err);
 		return;

@@ -3,7 +3,9 @@
  * watch events as etcd sends them, and the rollout's decision taken from it
  * (fleet_model_decide): whole revisions, the failure budget checked by
  * whoever would start, canaries that are used up by their failures, and how
- * far each watched range is known complete (what the start guard compares).
+ * far each watched range is known complete (what the start guard compares);
+ * the stages and a host's rank in its own, and which safety records count
+ * (only those of the rollout at hand).  All of it in memory: no etcd.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -215,11 +217,171 @@ static void test_range_revisions(void)
 	fleet_model_release(&m);
 }
 
+/* A record of v2 under trigger (what failed/, canary/, halted and promoted
+ * hold). */
+static char *record(const char *host, int64_t trigger)
+{
+	char *s = NULL;
+	if (asprintf(&s, "{\"version\":\"v2\",\"host\":\"%s\",\"trigger\":%lld,\"time\":1}",
+		     host, (long long)trigger) < 0)
+		exit(1);
+	return s;
+}
+
+/* No policy: every host starts at once, whatever it asks. */
+static void test_no_policy(void)
+{
+	struct fleet_model m;
+	struct response r = { .rev = 50 };
+	struct rollout_decision d = { 0 };
+
+	ok(fleet_model_init(&m, "", "h1", NULL, NULL) == 0, "init");
+	put(&r, "/current_version", "v2");
+	apply(&m, &r);
+	is_int(m.policy_state, 0, "no rollout/policy: no policy");
+	is_int(decide(&m, 3, false, &d), ROLLOUT_START, "no policy: start, not queued");
+	is_int(d.failed, 0, "no policy: nothing counted");
+	free(d.halt_reason);
+	fleet_model_release(&m);
+}
+
+/* The stages of policy.groups: a group's index, the unlisted after them all;
+ * a host ranks among the holders of its own stage only. */
+static void test_stages_and_rank(void)
+{
+	struct fleet_model m;
+	struct response r = { .rev = 60 };
+	struct rollout_decision d = { 0 };
+	size_t rank = 99, in_stage = 99;
+
+	ok(fleet_model_init(&m, "", "h3", "dc2", NULL) == 0, "init");
+	put(&r, "/current_version", "v2");
+	put(&r, "/rollout/policy", "{\"max_parallel\":1,\"groups\":[\"dc1\",\"dc2\"]}");
+	apply(&m, &r);
+	is_int(m.policy_state, 1, "the policy decodes");
+	is_int(rollout_policy_stage(&m.policy, "dc1"), 0, "dc1 is stage 0");
+	is_int(rollout_policy_stage(&m.policy, "dc2"), 1, "dc2 is stage 1");
+	is_int(rollout_policy_stage(&m.policy, "dc9"), 2, "an unlisted group comes after them");
+	is_int(rollout_policy_stage(&m.policy, NULL), 2, "no group comes after them too");
+
+	is_int(fleet_model_holder_rank(&m, &rank, &in_stage), 0, "no holder key: not ranked");
+	is_int(in_stage, 0, "an empty stage");
+	put(&r, "/rollout/holders/h1", "{\"group\":\"dc1\"}");
+	apply(&m, &r);
+	put(&r, "/rollout/holders/h2", "{\"group\":\"dc2\"}");
+	apply(&m, &r);
+	put(&r, "/rollout/holders/h4", "{}");
+	apply(&m, &r);
+	put(&r, "/rollout/holders/h3", "{\"group\":\"dc2\"}");
+	apply(&m, &r);
+	is_int(fleet_model_holder_rank(&m, &rank, &in_stage), 1, "its key is back: ranked");
+	is_int(rank, 1, "second of dc2, h1 (dc1) and h4 (no group) not counted");
+	is_int(in_stage, 2, "two holders in dc2's stage");
+
+	is_int(decide(&m, 1, true, &d), ROLLOUT_WAIT, "one slot, second in the stage: wait");
+	ok(d.ranked && d.rank == 1 && d.in_stage == 2, "the decision carries the rank");
+	is_int(decide(&m, 2, true, &d), ROLLOUT_START, "two slots: start");
+
+	/* h2 is done: h3 moves up */
+	del(&r, "/rollout/holders/h2");
+	apply(&m, &r);
+	is_int(decide(&m, 1, true, &d), ROLLOUT_START, "first in its stage: start");
+	is_int(d.rank, 0, "rank 0");
+	free(d.halt_reason);
+	fleet_model_release(&m);
+}
+
+/* The safety records count only for the rollout the model is at: the desired
+ * version at its trigger (current_version's mod revision). */
+static void test_records_of_this_trigger(void)
+{
+	struct fleet_model m;
+	struct response r = { .rev = 70 };
+	struct rollout_record halt = { 0 };
+	_cleanup_(freep) char *c1 = record("h1", 70), *c2 = record("h2", 70);
+	_cleanup_(freep) char *stale = record("h3", 5), *mine = record("h9", 70);
+	_cleanup_(freep) char *halted = record("h2", 70), *promoted = record("op", 70);
+
+	ok(fleet_model_init(&m, "", "h9", NULL, NULL) == 0, "init");
+	m.desired_known = true;
+	put(&r, "/current_version", "v2");
+	apply(&m, &r);
+	put(&r, "/rollout/canary/h1", c1);
+	put(&r, "/rollout/canary/h2", c2);
+	put(&r, "/rollout/canary/h3", stale);
+	put(&r, "/rollout/failed/h3", stale);
+	apply(&m, &r);
+	is_int(fleet_model_canaries(&m), 2, "two canaries of this trigger, one of an old one");
+	is_int(fleet_model_failures(&m), 0, "a failure of an old trigger counts not");
+	ok(!fleet_model_failed_here(&m, true), "no record of this host");
+	ok(!fleet_model_promoted(&m), "not promoted");
+	ok(!fleet_model_halted(&m, NULL), "not halted");
+
+	put(&r, "/rollout/failed/h9", mine);
+	apply(&m, &r);
+	is_int(fleet_model_failures(&m), 1, "this host's failure counts");
+	ok(fleet_model_failed_here(&m, false), "and is this host's");
+
+	put(&r, "/rollout/promoted", promoted);
+	put(&r, "/rollout/halted", halted);
+	apply(&m, &r);
+	ok(fleet_model_promoted(&m), "promoted");
+	ok(fleet_model_halted(&m, &halt) && halt.host && strcmp(halt.host, "h2") == 0,
+	   "halted, by h2");
+	rollout_record_release(&halt);
+
+	/* a new trigger starts clean */
+	put(&r, "/current_version", "v2");
+	apply(&m, &r);
+	is_int(fleet_model_canaries(&m), 0, "a new trigger: no canary counts");
+	is_int(fleet_model_failures(&m), 0, "a new trigger: no failure counts");
+	ok(!fleet_model_promoted(&m) && !fleet_model_halted(&m, NULL),
+	   "a new trigger: neither promoted nor halted");
+	ok(fleet_model_failed_here(&m, true) && !fleet_model_failed_here(&m, false),
+	   "this host's old record is there, but not of this trigger");
+	fleet_model_release(&m);
+}
+
+/* Canaries first: until promoted, the canaries are the only slots; a
+ * promotion opens the stage to its limit. */
+static void test_canary_then_promote(void)
+{
+	struct fleet_model m;
+	struct response r = { .rev = 80 };
+	struct rollout_decision d = { 0 };
+	_cleanup_(freep) char *done1 = record("h1", 80), *promoted = record("op", 80);
+
+	ok(fleet_model_init(&m, "", "h2", NULL, NULL) == 0, "init");
+	m.desired_known = true;
+	put(&r, "/current_version", "v2");
+	put(&r, "/rollout/policy", "{\"canary\":1}");
+	apply(&m, &r);
+	is_int(decide(&m, 0, false, &d), ROLLOUT_QUEUE, "a canary policy queues even without a limit");
+	put(&r, "/rollout/holders/h2", "{}");
+	apply(&m, &r);
+	is_int(decide(&m, 0, true, &d), ROLLOUT_START, "the first holder is the canary");
+	ok(d.canary, "and starts as one");
+	put(&r, "/rollout/canary/h1", done1);
+	apply(&m, &r);
+	is_int(decide(&m, 0, true, &d), ROLLOUT_WAIT_CANARY, "the canary place is used: wait for promote");
+	is_int(d.canaries_done, 1, "one canary done");
+	put(&r, "/rollout/promoted", promoted);
+	apply(&m, &r);
+	is_int(decide(&m, 0, true, &d), ROLLOUT_START, "promoted: start, no limit left");
+	ok(!d.canary, "not as a canary");
+	free(d.halt_reason);
+	fleet_model_release(&m);
+}
+
 int main(void)
 {
 	test_budget_on_whole_revisions();
 	test_percent_budget();
 	test_canaries_used_by_failures();
 	test_range_revisions();
+	test_no_policy();
+	test_stages_and_rank();
+	test_records_of_this_trigger();
+	test_canary_then_promote();
 	return done_testing();
 }

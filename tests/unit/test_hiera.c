@@ -2,9 +2,10 @@
  * test_hiera.c — the service catalog, its hiera rendering and the atomic file
  * write of hiera.c, plus netif.c's address discovery.
  *
- * Rendering is compared byte for byte with golden documents (the first is SPEC
- * §4's example).  Hostile catalogs — values that are not the JSON of SPEC §2,
- * addresses carrying YAML, keys with bad names — must be skipped and counted,
+ * Rendering is compared byte for byte with golden documents (the first is the
+ * shape orchestrate(1) get_services describes).  Hostile catalogs — values
+ * that are not the JSON of orchestrate(1) "Key layout", addresses carrying
+ * YAML, keys with bad names — must be skipped and counted,
  * never rendered, and the output must always parse back as YAML.
  */
 #include <errno.h>
@@ -136,7 +137,7 @@ static void test_spec_example(void)
 
 	_cleanup_(buf_releasep) struct buf out = BUF_INIT;
 	is_int(hiera_render(&c, &out), 0, "spec example renders");
-	is_str(buf_str(&out), spec_golden, "  byte for byte as SPEC §4");
+	is_str(buf_str(&out), spec_golden, "  byte for byte as the golden document");
 	ok(yaml_parses(buf_str(&out)), "  and parses back");
 
 	/* Appends: a second render into the same buffer doubles it. */

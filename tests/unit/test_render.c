@@ -1,5 +1,6 @@
 /*
- * test_render.c — the status table and JSON output of render.c, driven with a
+ * test_render.c — the status table and JSON output of render.c (and some of
+ * render_commands.c's answers), driven with a
  * fabricated fleet_view and memory streams: row order (behind first, then by
  * name), column alignment, the 80-column fit, DETAIL truncation, totals, colour
  * only when asked, and JSON that cJSON parses back.

@@ -1,7 +1,7 @@
 /*
  * test_rollout.c — the codecs of a rollout that stops itself: the safety keys
  * of the rollout policy (rollout_policy_decode/encode/problem), the records
- * under rollout/ (rollout_record_decode/encode/current), and how render.c
+ * under rollout/ (rollout_record_decode/encode/current), and how output/
  * shows them: the policy, the header's halt, canary and budget lines, a
  * failed host's attempts and a pending host's wait reason in DETAIL.
  */

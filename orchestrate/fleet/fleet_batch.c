@@ -1,0 +1,272 @@
+/*
+ * fleet_batch.c — the daemon's writes, batched (fleet.h, "batches"): each
+ * op of a node's run added to one txn, with the compares that guard it, and
+ * committed at once, blocking or on the event loop.  Only the daemon
+ * writes through it.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cjson/cJSON.h>
+
+#include "base/cleanup.h"
+#include "base/clock.h"
+#include "base/json.h"
+#include "etcd/etcd.h"
+#include "fleet/fleet.h"
+#include "fleet/fleet_rollout.h"
+#include "fleet/catalog.h"
+#include "fleet/schema.h"
+#include "fleet_internal.h"
+
+/* --- batches -------------------------------------------------------------------------- */
+
+/*
+ * A batch is one txn: every op is checked (names, values) as it is added, so a
+ * batch either holds only valid ops or is dropped by its caller, and its
+ * commit writes all of them at one revision or none.  It is how a node makes a
+ * run cost etcd the writes it must make and no more: the end of a run (puppet
+ * and validation states, running version, alive, its services, its rollout
+ * slot) is one request.  A batch may also carry compares (a guard: see
+ * fleet_model_guard_start()), which ride the same request.
+ */
+struct fleet_batch {
+	struct fleet *f;
+	struct etcd_txn *t;
+	size_t ops;
+	size_t compares;
+	bool sent;		/* by fleet_batch_commit_start(), settled */
+};
+
+int fleet_batch_new(struct fleet *f, struct fleet_batch **ret)
+{
+	struct fleet_batch *b = calloc(1, sizeof(*b));
+	if (!b || !(b->t = etcd_txn_new())) {
+		free(b);
+		return -ENOMEM;
+	}
+	b->f = f;
+	*ret = b;
+	return 0;
+}
+
+struct fleet_batch *fleet_batch_free(struct fleet_batch *b)
+{
+	if (b) {
+		etcd_txn_free(b->t);
+		free(b);
+	}
+	return NULL;
+}
+
+static int batch_put(struct fleet_batch *b, char *key, const char *value, int64_t lease)
+{
+	_cleanup_(freep) char *k = key;
+	if (!k)
+		return -ENOMEM;
+	int r = etcd_txn_put(b->t, true, k, value, lease);
+	if (r >= 0)
+		b->ops++;
+	return r;
+}
+
+static int batch_delete(struct fleet_batch *b, char *key)
+{
+	_cleanup_(freep) char *k = key;
+	if (!k)
+		return -ENOMEM;
+	int r = etcd_txn_delete(b->t, true, k);
+	if (r >= 0)
+		b->ops++;
+	return r;
+}
+
+int fleet_batch_status(struct fleet_batch *b, const char *host, enum status_type type,
+		       enum status_state state, const char *version, int exit_code,
+		       const char *detail)
+{
+	return fleet_batch_status_extra(b, host, type, state, version, exit_code, detail, NULL);
+}
+
+int fleet_batch_status_extra(struct fleet_batch *b, const char *host, enum status_type type,
+			     enum status_state state, const char *version, int exit_code,
+			     const char *detail, const struct status_extra *extra)
+{
+	_cleanup_(freep) char *value = NULL;
+	const char *P = fleet_prefix(b->f);
+	int r;
+
+	if (!name_ok(host) || !optional_name_ok(version) || !type_valid(type) ||
+	    !status_state_allowed(type, state))
+		return -EINVAL;
+	if ((r = status_value_extra(version, exit_code, detail, extra, &value)) < 0 ||
+	    (r = batch_put(b, key_status(P, type, state, host), value, 0)) < 0 ||
+	    (r = txn_delete_other_states(b->t, P, host, type, state)) < 0)
+		return r;
+	return 0;
+}
+
+int fleet_batch_running_version(struct fleet_batch *b, const char *host, const char *version,
+				int64_t lease)
+{
+	_cleanup_(freep) char *value = NULL;
+	int r;
+
+	if (!name_ok(host) || !name_ok(version))
+		return -EINVAL;
+	if ((r = running_value(version, &value)) < 0)
+		return r;
+	return batch_put(b, key_running_version(fleet_prefix(b->f), host), value, lease);
+}
+
+int fleet_batch_alive(struct fleet_batch *b, const char *host, const char *version, long pid,
+		      int64_t lease)
+{
+	_cleanup_(freep) char *value = NULL;
+	int r;
+
+	if (!name_ok(host) || !optional_name_ok(version))
+		return -EINVAL;
+	if ((r = alive_value(version, pid, &value)) < 0)
+		return r;
+	return batch_put(b, key_alive(fleet_prefix(b->f), host), value, lease);
+}
+
+int fleet_batch_service(struct fleet_batch *b, const char *service, const char *host,
+			const char *value, int64_t lease)
+{
+	if (!name_ok(service) || !name_ok(host) || !value)
+		return -EINVAL;
+	return batch_put(b, key_service(fleet_prefix(b->f), service, host), value, lease);
+}
+
+int fleet_batch_unpublish(struct fleet_batch *b, const char *service, const char *host)
+{
+	if (!name_ok(service) || !name_ok(host))
+		return -EINVAL;
+	return batch_delete(b, key_service(fleet_prefix(b->f), service, host));
+}
+
+int fleet_batch_holder(struct fleet_batch *b, const char *host, const char *version,
+		       const char *group, int64_t lease)
+{
+	_cleanup_(freep) char *value = NULL;
+	int r = holder_value(host, version, group, &value);
+	if (r < 0)
+		return r;
+	return batch_put(b, key_rollout_holder(fleet_prefix(b->f), host), value, lease);
+}
+
+int fleet_batch_release_holder(struct fleet_batch *b, const char *host)
+{
+	if (!name_ok(host))
+		return -EINVAL;
+	return batch_delete(b, key_rollout_holder(fleet_prefix(b->f), host));
+}
+
+int fleet_batch_failure(struct fleet_batch *b, const char *host, const char *version,
+			int64_t trigger, long attempts, const char *stage)
+{
+	_cleanup_(freep) char *value = NULL;
+	struct rollout_record rec = {
+		.version = (char *)version, .trigger = trigger, .time = fleet_now(),
+		.stage = (char *)stage, .attempts = attempts,
+	};
+	int r;
+
+	if (!name_ok(host) || !name_ok(version))
+		return -EINVAL;
+	if ((r = rollout_record_encode(&rec, &value)) < 0)
+		return r;
+	return batch_put(b, key_rollout_failed(fleet_prefix(b->f), host), value, 0);
+}
+
+int fleet_batch_clear_failure(struct fleet_batch *b, const char *host)
+{
+	if (!name_ok(host))
+		return -EINVAL;
+	return batch_delete(b, key_rollout_failed(fleet_prefix(b->f), host));
+}
+
+int fleet_batch_canary(struct fleet_batch *b, const char *host, const char *version,
+		       int64_t trigger)
+{
+	_cleanup_(freep) char *value = NULL;
+	struct rollout_record rec = {
+		.version = (char *)version, .trigger = trigger, .time = fleet_now(),
+	};
+	int r;
+
+	if (!name_ok(host) || !name_ok(version))
+		return -EINVAL;
+	if ((r = rollout_record_encode(&rec, &value)) < 0)
+		return r;
+	return batch_put(b, key_rollout_canary(fleet_prefix(b->f), host), value, 0);
+}
+
+int fleet_batch_if_written_at(struct fleet_batch *b, const char *key, int64_t revision)
+{
+	int r = etcd_txn_if_mod_revision(b->t, key, ETCD_CMP_EQUAL, revision);
+	if (r >= 0)
+		b->compares++;
+	return r;
+}
+
+int fleet_batch_if_unchanged_since(struct fleet_batch *b, const char *key, bool prefix,
+				   int64_t revision)
+{
+	int r = prefix ? etcd_txn_if_prefix_mod_revision(b->t, key, ETCD_CMP_LESS, revision + 1)
+		       : etcd_txn_if_mod_revision(b->t, key, ETCD_CMP_LESS, revision + 1);
+	if (r >= 0)
+		b->compares++;
+	return r;
+}
+
+int fleet_batch_commit(struct fleet_batch *b, int64_t *ret_revision)
+{
+	bool held = true;
+	int r;
+
+	if (b->ops == 0 && b->compares == 0)
+		return 0;
+	r = etcd_txn_commit(b->f->etcd, b->t, b->compares ? &held : NULL, ret_revision);
+	if (r < 0)
+		return r;
+	return held ? 0 : -ECANCELED;
+}
+
+bool fleet_batch_empty(const struct fleet_batch *b)
+{
+	return b->ops == 0 && b->compares == 0;
+}
+
+int fleet_batch_commit_start(struct fleet_batch *b, long patience_ms, fleet_commit_fn fn,
+			     void *userdata, struct etcd_call **ret)
+{
+	int r;
+
+	if (b->ops == 0 && b->compares == 0)
+		return 1;
+	/* Settled from the first send, not only on our resend: libcurl itself
+	 * sends a request again, blindly, when a reused connection closes
+	 * before any reply (a member that died after applying it). */
+	if (!b->sent) {
+		b->sent = true;
+		if ((r = etcd_txn_settle(b->t, etcd_client_revision(b->f->etcd))) < 0)
+			return r;
+	}
+	r = etcd_txn_commit_start(b->f->etcd, b->t, patience_ms, fn, userdata, ret);
+	return r < 0 ? r : 0;
+}
+
+int fleet_batch_applied_start(struct fleet_batch *b, long patience_ms, fleet_commit_fn fn,
+			      void *userdata, struct etcd_call **ret)
+{
+	if (!b->sent)
+		return 1;
+	int r = etcd_txn_applied_start(b->f->etcd, b->t, patience_ms, fn, userdata, ret);
+	return r == -EINVAL ? 1 : r;
+}

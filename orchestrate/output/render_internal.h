@@ -1,0 +1,26 @@
+/*
+ * render_internal.h — what render.c lends render_commands.c: the stream
+ * check every printer ends with, and the JSON pieces both print.
+ */
+#ifndef ORCHESTRATE_RENDER_INTERNAL_H
+#define ORCHESTRATE_RENDER_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <cjson/cJSON.h>
+
+#include "fleet/fleet.h"
+#include "fleet/fleet_rollout.h"
+
+/* 0, or -EIO when out reports an error. */
+int render_stream_status(FILE *out);
+/* Whether h runs another version than the desired one (or none). */
+bool render_host_behind(const struct fleet_view *v, const struct host_view *h);
+/* Adds item to obj under name; false (and item freed) when either is missing. */
+bool render_json_add(cJSON *obj, const char *name, cJSON *item);
+/* The "rollout" object of `status --json` and `get_failures --json`. */
+cJSON *render_json_rollout(const struct rollout_state *s);
+/* Prints obj on one line to out. */
+int render_json_emit(cJSON *obj, FILE *out);
+
+#endif
