@@ -85,6 +85,7 @@ LIB_OBJS = \
 	orchestrate/fleet/fleet_cli.o \
 	orchestrate/fleet/fleet_identity.o \
 	orchestrate/fleet/fleet_lease.o \
+	orchestrate/fleet/fleet_stream.o \
 	orchestrate/fleet/fleet_model.o \
 	orchestrate/fleet/fleet_rollout.o \
 	orchestrate/fleet/fleet_wait.o \

@@ -57,6 +57,7 @@
 #include "base/clock.h"
 #include "config/config.h"
 #include "fleet/fleet_lease.h"
+#include "fleet/fleet_stream.h"
 #include "output/hiera.h"
 #include "base/log.h"
 #include "node_internal.h"
@@ -218,7 +219,7 @@ void node_write_metrics(struct node *n)
 		.hooks = n->hook_metrics,
 		.n_hooks = _HOOK_M_MAX,
 		.catalog_entries = n->model.catalog.n,
-		.etcd_reconnects = etcd_client_reconnects(n->etcd),
+		.etcd_reconnects = fleet_client_reconnects(&n->fleet),
 		.lease_regrants = n->lease_regrants,
 		.states = node_state_names,
 		.n_states = _NODE_STATE_MAX,
@@ -658,15 +659,11 @@ static int node_reconnect(struct node *n, struct etcd_options *fresh)
 	struct etcd_options t;
 	int r;
 
-	if ((r = etcd_client_new(fresh, &c)) < 0)
+	if ((r = fleet_connect(fresh, n->event, &c)) < 0)
 		return r;
-	if ((r = etcd_client_attach_event(c, n->event)) < 0) {
-		etcd_client_free(c);
-		return r;
-	}
 	node_stop_watches(n);
 	node_keepalive_stop(n);
-	etcd_client_free(n->etcd);
+	fleet_disconnect(n->etcd);
 	n->etcd = c;
 	n->fleet.etcd = c;
 	/* the options' strings are owned by the resolved options: swap them so
@@ -764,7 +761,7 @@ int node_new(sd_event *event, struct options_resolved *opts,
 	n->state = NODE_STARTING;
 	for (size_t i = 0; i < _HOOK_M_MAX; i++)
 		n->hook_metrics[i].name = hook_metric_names[i];
-	r = etcd_client_new(&opts->etcd, &n->etcd);
+	r = fleet_connect(&opts->etcd, event, &n->etcd);
 	if (r < 0) {
 		node_free(n);
 		return r;
@@ -774,8 +771,7 @@ int node_new(sd_event *event, struct options_resolved *opts,
 	n->host = n->opt.hostname;
 	n->fleet.etcd = n->etcd;
 	n->fleet.prefix = n->opt.prefix ? n->opt.prefix : "";
-	if ((r = etcd_client_attach_event(n->etcd, event)) < 0 ||
-	    (r = sd_event_add_defer(event, &n->evaluate, node_on_evaluate, n)) < 0 ||
+	if ((r = sd_event_add_defer(event, &n->evaluate, node_on_evaluate, n)) < 0 ||
 	    (r = sd_event_source_set_enabled(n->evaluate, SD_EVENT_OFF)) < 0) {
 		node_free(n);
 		return r;
@@ -822,7 +818,7 @@ struct node *node_free(struct node *n)
 	sd_event_source_disable_unref(n->refused_timer);
 	sd_event_source_disable_unref(n->publish_timer);
 	free(n->fail_version);
-	etcd_client_free(n->etcd);
+	fleet_disconnect(n->etcd);
 	fleet_model_release(&n->model);
 	options_resolved_release(&n->opt);
 	strv_free(n->published);

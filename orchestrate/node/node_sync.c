@@ -29,6 +29,7 @@
 #include "config/config.h"
 #include "base/exitcode.h"
 #include "base/log.h"
+#include "fleet/fleet_stream.h"
 #include "node_internal.h"
 
 /* Retry of a failed registration or sync: a window doubling from 1 s up to
@@ -47,7 +48,7 @@ uint64_t node_watch_idle_ms(struct node *n)
 
 void node_stop_watches(struct node *n)
 {
-	n->stream = etcd_watch_stop(n->stream);
+	n->stream = fleet_stream_stop(n->stream);
 	node_unwatch_stage(n);
 }
 
@@ -150,8 +151,8 @@ static int node_start_stream(struct node *n)
 
 	if ((r = fleet_model_ranges(&n->model, &ranges, &count)) < 0)
 		return r;
-	return etcd_watch_start_ranges(n->etcd, ranges, count, node_watch_idle_ms(n),
-				       node_on_stream_events, node_on_watch_error, n, &n->stream);
+	return fleet_stream_start(&n->fleet, ranges, count, node_watch_idle_ms(n),
+				  node_on_stream_events, node_on_watch_error, n, &n->stream);
 }
 
 /* The services this node follows: node.consumes and the services of

@@ -1,0 +1,44 @@
+/*
+ * fleet_stream.h — the daemon's connection and its watch streams: a client
+ * attached to the daemon's sd-event loop (where its streams and asynchronous
+ * calls run), and streams over several ranges of the fleet, such as the
+ * ranges of the node's model (fleet_model_ranges()).  The node reaches
+ * etcd's client and watch calls through here, as it reaches its lease through
+ * fleet_lease.h and every key through fleet.h.
+ */
+#ifndef ORCHESTRATE_FLEET_STREAM_H
+#define ORCHESTRATE_FLEET_STREAM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <systemd/sd-event.h>
+
+#include "fleet/fleet.h"
+
+/*
+ * A new client attached to event, for a struct fleet's etcd: -EINVAL when
+ * there is no endpoint or one is not valid, or what attaching it returned.
+ * Nothing is left behind on failure.
+ */
+int fleet_connect(const struct etcd_options *opts, sd_event *event, struct etcd_client **ret);
+/* Frees a client of fleet_connect() (NULL: nothing); stop its streams and
+ * cancel its calls first.  Returns NULL. */
+struct etcd_client *fleet_disconnect(struct etcd_client *c);
+/* How many times the fleet's client reconnected its streams (for metrics). */
+uint64_t fleet_client_reconnects(const struct fleet *f);
+
+/*
+ * One stream over n_ranges ranges, on the fleet's client (fleet_connect()),
+ * each range from its own revision: see etcd_watch_start_ranges() for how it
+ * resumes, when it is reopened (silent for idle_ms) and when on_error runs.
+ * *ret is the stream until fleet_stream_stop().
+ */
+typedef etcd_watch_fn fleet_stream_fn;
+typedef etcd_watch_error_fn fleet_stream_error_fn;
+int fleet_stream_start(struct fleet *f, const struct etcd_watch_range *ranges, size_t n_ranges,
+		       uint64_t idle_ms, fleet_stream_fn on_events, fleet_stream_error_fn on_error,
+		       void *userdata, struct etcd_watch **ret);
+/* Stops the stream (NULL: nothing); on_error never runs after.  Returns NULL. */
+struct etcd_watch *fleet_stream_stop(struct etcd_watch *w);
+
+#endif

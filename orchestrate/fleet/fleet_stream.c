@@ -1,0 +1,44 @@
+/*
+ * fleet_stream.c — the daemon's client on its event loop and its watch
+ * streams, through the fleet layer (fleet_stream.h).
+ */
+#include "etcd/etcd.h"
+#include "fleet/fleet_stream.h"
+
+int fleet_connect(const struct etcd_options *opts, sd_event *event, struct etcd_client **ret)
+{
+	struct etcd_client *c = NULL;
+	int r;
+
+	if ((r = etcd_client_new(opts, &c)) < 0)
+		return r;
+	if ((r = etcd_client_attach_event(c, event)) < 0) {
+		etcd_client_free(c);
+		return r;
+	}
+	*ret = c;
+	return 0;
+}
+
+struct etcd_client *fleet_disconnect(struct etcd_client *c)
+{
+	return etcd_client_free(c);
+}
+
+uint64_t fleet_client_reconnects(const struct fleet *f)
+{
+	return etcd_client_reconnects(f->etcd);
+}
+
+int fleet_stream_start(struct fleet *f, const struct etcd_watch_range *ranges, size_t n_ranges,
+		       uint64_t idle_ms, fleet_stream_fn on_events, fleet_stream_error_fn on_error,
+		       void *userdata, struct etcd_watch **ret)
+{
+	return etcd_watch_start_ranges(f->etcd, ranges, n_ranges, idle_ms, on_events, on_error,
+				       userdata, ret);
+}
+
+struct etcd_watch *fleet_stream_stop(struct etcd_watch *w)
+{
+	return etcd_watch_stop(w);
+}
