@@ -310,6 +310,26 @@ static void send_error(int fd, int code, const char *msg)
 		(void)hook_proto_send(fd, f.data, f.len);
 }
 
+/*
+ * A refusal before the request was read: the error frame, then the rest of
+ * what the client sends, until it closes (at most REFUSE_DRAIN_MSEC and
+ * 64 KiB).  Closing at once, with the client's request still on its way or
+ * unread, made the client's write fail with EPIPE before it could read why it
+ * was refused: the daemon logged a broken pipe instead of the reason, and
+ * under load the test that checks the reason failed.
+ */
+#define REFUSE_DRAIN_MSEC 1000
+static void refuse_early(int fd, int code, const char *msg)
+{
+	_cleanup_(buf_releasep) struct buf b = BUF_INIT;
+	uint64_t deadline = clock_msec(CLOCK_MONOTONIC) + REFUSE_DRAIN_MSEC;
+
+	send_error(fd, code, msg);
+	(void)shutdown(fd, SHUT_WR);
+	while (b.len < 64 * 1024 && hook_proto_read_until(fd, &b, deadline) == 0)
+		;
+}
+
 static const char *env_get(char *const *env, const char *key)
 {
 	size_t k = strlen(key);
@@ -478,19 +498,19 @@ static int serve(int fd, const char *config_path)
 	/* 1. Who connected.  No answer is no entry. */
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0 || cl != sizeof(cred)) {
 		log_warn("cannot read the credentials of the connecting process, refusing it");
-		send_error(fd, EPERM, "permission denied");
+		refuse_early(fd, EPERM, "permission denied");
 		return 1;
 	}
 	/* 2. The config file says what root runs: root's alone, or nothing. */
 	if ((r = trust_path(config_path, &why)) < 0) {
 		log_warnx("refusing to run hooks: config file: %s", buf_str(&why));
-		send_error(fd, EPERM, "the hook runner's config file is not root's alone (see its journal)");
+		refuse_early(fd, EPERM, "the hook runner's config file is not root's alone (see its journal)");
 		return 1;
 	}
 	r = config_load(config_path, false, &cfg, &error);
 	if (r < 0) {
 		log_warnx("%s", error ? error : strerror(-r));
-		send_error(fd, EINVAL, error ? error : "the runner's config file is invalid");
+		refuse_early(fd, EINVAL, error ? error : "the runner's config file is invalid");
 		return 1;
 	}
 	r = daemon_user(cfg, &daemon_uid, &daemon_gid);
@@ -502,7 +522,7 @@ static int serve(int fd, const char *config_path)
 		else
 			log_warnx("refused uid %ld (pid %ld): only root and '%s' (uid %ld) may ask for hooks",
 				  (long)cred.uid, (long)cred.pid, cfg->hook_daemon_user, (long)daemon_uid);
-		send_error(fd, EPERM, "permission denied");
+		refuse_early(fd, EPERM, "permission denied");
 		return 1;
 	}
 	/* 3. The request, and of its environment only the host and versions. */
