@@ -144,7 +144,7 @@ test_expect_success 'WATCHDOG=1 within WATCHDOG_USEC, never more often than a qu
 			 if (gap >= max) { print \"gap \" gap \" ms >= \" max; bad = 1 }
 			 if (gap < min) { print \"gap \" gap \" ms < \" min; bad = 1 } }
 		{ prev = \$1 }
-		END { exit bad }" pings >&4
+		END { exit bad }" pings
 '
 
 test_expect_success 'STATUS= follows a run: config, validate, idle; a failed run and its retry' '
