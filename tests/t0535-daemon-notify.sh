@@ -8,7 +8,10 @@ test_description='orchestrated and systemd: READY=1, STATUS=, WATCHDOG=1, RELOAD
 # WATCHDOG_USEC and WATCHDOG_PID as systemd sets them for WatchdogSec=.  A
 # small Python listener writes one line a notification, "MS ASSIGNMENT" (MS:
 # its monotonic clock in milliseconds at receipt), and on READY=1 whether the
-# node's hiera file exists at that moment.
+# node's hiera file exists at that moment.  MS is the kernel's time of
+# arrival (SO_TIMESTAMP), not the listener's: under a loaded machine the
+# listener may be scheduled late for one datagram and not the next, which
+# would shorten or stretch the gaps the watchdog case measures.
 
 test_have_orchestrated
 command -v python3 >/dev/null 2>&1 || skip_all "python3 is not installed"
@@ -18,19 +21,26 @@ command -v python3 >/dev/null 2>&1 || skip_all "python3 is not installed"
 WATCHDOG_INTERVAL_USEC=2000000
 
 cat >notify.py <<'EOF'
-import os, socket, sys, time
+import os, socket, struct, sys, time
 path, log, hiera = sys.argv[1:4]
 s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+SO_TIMESTAMP = getattr(socket, "SO_TIMESTAMP", 29)   # Python names it not; 29 in asm-generic
+s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMP, 1)
 s.bind(path)
 s.settimeout(300)                        # bounded: gone when the test is
+tv = struct.Struct("@ll")                # struct timeval
 with open(log, "a", buffering=1) as f:
-    f.write("%d LISTENING\n" % int(time.monotonic() * 1000))
+    f.write("%d LISTENING\n" % int(time.time() * 1000))
     while True:
         try:
-            data = s.recv(65536)
+            data, anc, _, _ = s.recvmsg(65536, socket.CMSG_SPACE(tv.size))
         except socket.timeout:
             sys.exit(0)
-        ms = int(time.monotonic() * 1000)
+        ms = int(time.time() * 1000)
+        for level, kind, raw in anc:
+            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMP:
+                sec, usec = tv.unpack(raw[:tv.size])
+                ms = sec * 1000 + usec // 1000
         for line in data.decode("utf-8", "replace").split("\n"):
             if not line:
                 continue
