@@ -29,6 +29,8 @@ static inline bool streq_ptr(const char *a, const char *b)
 
 /* The number of strings before the NULL (0 for a NULL vector). */
 size_t strv_length(char *const *v);
+/* Whether a and b hold the same strings in the same order (NULL: only NULL). */
+bool strv_equal(char *const *a, char *const *b);
 /* Whether s is one of the strings of v (NULL is an empty vector). */
 bool strv_contains(char *const *v, const char *s);
 

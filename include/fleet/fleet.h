@@ -124,6 +124,8 @@ int fleet_publish_service(struct fleet *f, const char *service, const char *host
 int fleet_unpublish_service(struct fleet *f, const char *service, const char *host);
 /* Reads the whole catalog at one revision (0: newest). */
 int fleet_read_catalog(struct fleet *f, int64_t revision, struct catalog *ret);
+/* Appends the entries of one service, read at revision, to ret (unsorted). */
+int fleet_read_service(struct fleet *f, const char *service, int64_t revision, struct catalog *ret);
 
 /* --- pause ----------------------------------------------------------------- */
 

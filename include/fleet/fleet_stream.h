@@ -40,5 +40,17 @@ int fleet_stream_start(struct fleet *f, const struct etcd_watch_range *ranges, s
 		       void *userdata, struct etcd_watch **ret);
 /* Stops the stream (NULL: nothing); on_error never runs after.  Returns NULL. */
 struct etcd_watch *fleet_stream_stop(struct etcd_watch *w);
+/* The revision range i of the stream has been delivered up to. */
+int64_t fleet_stream_range_revision(const struct etcd_watch *w, size_t i);
+
+/*
+ * A stream over what can end a host's wait for an earlier group of a staged
+ * rollout: a host reaching a version (running_version/) and a host dying or
+ * joining (alive/), from revision from.  The policy itself comes on the
+ * node's own stream.
+ */
+int fleet_stage_stream_start(struct fleet *f, int64_t from, uint64_t idle_ms,
+			     fleet_stream_fn on_events, fleet_stream_error_fn on_error,
+			     void *userdata, struct etcd_watch **ret);
 
 #endif

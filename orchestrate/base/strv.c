@@ -144,3 +144,15 @@ int strv_push_lines(char ***v, size_t *n, const char *text, size_t len)
 	}
 	return 0;
 }
+
+bool strv_equal(char *const *a, char *const *b)
+{
+	size_t i;
+
+	if (!a || !b)
+		return a == b;
+	for (i = 0; a[i] && b[i]; i++)
+		if (strcmp(a[i], b[i]) != 0)
+			return false;
+	return !a[i] && !b[i];
+}

@@ -619,6 +619,22 @@ int fleet_read_catalog(struct fleet *f, int64_t revision, struct catalog *ret)
 	return 0;
 }
 
+/* Appends the entries of one service at revision to ret (unsorted: the
+ * caller sorts once it read all it needs). */
+int fleet_read_service(struct fleet *f, const char *service, int64_t revision, struct catalog *ret)
+{
+	_cleanup_(freep) char *dir = key_services_dir(fleet_prefix(f));
+	_cleanup_(freep) char *sdir = key_service_dir(fleet_prefix(f), service);
+	_cleanup_(etcd_kv_list_releasep) struct etcd_kv_list list = ETCD_KV_LIST_INIT;
+	int r;
+
+	if (!dir || !sdir)
+		return -ENOMEM;
+	if ((r = etcd_get_prefix(f->etcd, sdir, 0, revision, &list)) < 0)
+		return r;
+	return catalog_from_kvs(&list, dir, ret);
+}
+
 /* --- pause --------------------------------------------------------------------------- */
 
 static char *pause_key(const char *P, enum pause_scope scope, const char *name)

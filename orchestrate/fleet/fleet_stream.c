@@ -2,8 +2,14 @@
  * fleet_stream.c — the daemon's client on its event loop and its watch
  * streams, through the fleet layer (fleet_stream.h).
  */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "base/cleanup.h"
 #include "etcd/etcd.h"
+#include "fleet_internal.h"
 #include "fleet/fleet_stream.h"
+#include "fleet/schema.h"
 
 int fleet_connect(const struct etcd_options *opts, sd_event *event, struct etcd_client **ret)
 {
@@ -41,4 +47,23 @@ int fleet_stream_start(struct fleet *f, const struct etcd_watch_range *ranges, s
 struct etcd_watch *fleet_stream_stop(struct etcd_watch *w)
 {
 	return etcd_watch_stop(w);
+}
+
+int64_t fleet_stream_range_revision(const struct etcd_watch *w, size_t i)
+{
+	return etcd_watch_range_revision(w, i);
+}
+
+int fleet_stage_stream_start(struct fleet *f, int64_t from, uint64_t idle_ms,
+			     fleet_stream_fn on_events, fleet_stream_error_fn on_error,
+			     void *userdata, struct etcd_watch **ret)
+{
+	_cleanup_(freep) char *kr = key_running_version_dir(fleet_prefix(f));
+	_cleanup_(freep) char *ka = key_alive_dir(fleet_prefix(f));
+
+	if (!kr || !ka)
+		return -ENOMEM;
+	struct etcd_watch_range ranges[] = { { kr, true, from }, { ka, true, from } };
+	return etcd_watch_start_ranges(f->etcd, ranges, ELEMENTSOF(ranges), idle_ms, on_events,
+				       on_error, userdata, ret);
 }

@@ -106,13 +106,6 @@ void set_str(char **p, const char *s)
 	*p = copy;
 }
 
-bool str_eq(const char *a, const char *b)
-{
-	if (!a || !b)
-		return a == b;
-	return strcmp(a, b) == 0;
-}
-
 const char *node_etcd_error(struct node *n)
 {
 	const char *denied = fleet_denied_error(&n->fleet);
@@ -156,10 +149,10 @@ void node_set_state(struct node *n, enum node_state state, const char *fmt, ...)
 	va_start(ap, fmt);
 	(void)buf_vprintf(&b, fmt, ap);
 	va_end(ap);
-	if (state == n->state && str_eq(buf_str(&b), n->status))
+	if (state == n->state && streq_ptr(buf_str(&b), n->status))
 		return;
 	if (state != n->state)
-		log_fields(LOG_INFO, n->run_version ? n->run_version : n->model.desired, NULL,
+		log_fields(LOG_INFO, n->run.version ? n->run.version : n->sync.model.desired, NULL,
 			   "state %s -> %s: %s", node_state_name(n->state), node_state_name(state),
 			   buf_str(&b));
 	else
@@ -214,13 +207,13 @@ void node_write_metrics(struct node *n)
 	if (!path || !*path)
 		return;
 	struct metrics m = {
-		.desired_version = n->model.desired_known ? n->model.desired : NULL,
-		.local_version = n->local,
+		.desired_version = n->sync.model.desired_known ? n->sync.model.desired : NULL,
+		.local_version = n->run.local,
 		.hooks = n->hook_metrics,
 		.n_hooks = _HOOK_M_MAX,
-		.catalog_entries = n->model.catalog.n,
+		.catalog_entries = n->sync.model.catalog.n,
 		.etcd_reconnects = fleet_client_reconnects(&n->fleet),
-		.lease_regrants = n->lease_regrants,
+		.lease_regrants = n->lease.regrants,
 		.states = node_state_names,
 		.n_states = _NODE_STATE_MAX,
 		.state = (size_t)n->state,
@@ -257,38 +250,35 @@ void node_hook_ended(struct node *n, const char *name, const struct hook_result 
 
 static bool node_need_run(const struct node *n)
 {
-	if (!n->model.desired_known || !n->model.desired)
+	if (!n->sync.model.desired_known || !n->sync.model.desired)
 		return false;
-	return !str_eq(n->local, n->model.desired) || n->validation_failed || n->rerun;
+	return !streq_ptr(n->run.local, n->sync.model.desired) || n->run.validation_failed || n->run.rerun;
 }
 
 static void node_idle(struct node *n)
 {
-	node_timer_cancel(&n->run_timer);
-	node_timer_cancel(&n->progress_timer);
-	n->failures = 0;
-	n->splay_done = false;
-	node_release_slot(n);
+	node_run_idle(n);
+	node_rollout_idle(n);
 	node_retry_owed(n);
-	if (!n->model.desired_known)
-		node_set_state(n, NODE_IDLE, "idle at %s, desired version unknown", or_none(n->local));
-	else if (!n->model.desired)
-		node_set_state(n, NODE_IDLE, "idle at %s, no desired version", or_none(n->local));
+	if (!n->sync.model.desired_known)
+		node_set_state(n, NODE_IDLE, "idle at %s, desired version unknown", or_none(n->run.local));
+	else if (!n->sync.model.desired)
+		node_set_state(n, NODE_IDLE, "idle at %s, no desired version", or_none(n->run.local));
 	else
-		node_set_state(n, NODE_IDLE, "idle at %s", or_none(n->local));
+		node_set_state(n, NODE_IDLE, "idle at %s", or_none(n->run.local));
 }
 
 static void node_update_pause(struct node *n)
 {
 	_cleanup_(freep) char *reason = NULL;
-	int r = fleet_model_paused(&n->model, &reason);
+	int r = fleet_model_paused(&n->sync.model, &reason);
 
 	if (r < 0) {
 		/* Unknown is not "not paused": keep the last answer. */
 		log_warnx("cannot tell whether a pause applies: %s", strerror(-r));
 		return;
 	}
-	if ((r > 0) != n->paused || !str_eq(reason, n->pause_reason))
+	if ((r > 0) != n->paused || !streq_ptr(reason, n->pause_reason))
 		log_info(r > 0 ? "paused: %s" : "resumed%s", r > 0 ? reason : "");
 	n->paused = r > 0;
 	set_str(&n->pause_reason, reason);
@@ -316,14 +306,14 @@ static void node_wait(struct node *n, enum node_state state, const char *wait,
 
 	node_set_state(n, state, "%s", status_line ? status_line : detail);
 	if (node_failed_here(n) || asprintf(&key, "%s: %s", wait, detail) < 0 ||
-	    str_eq(key, n->pending_detail))
+	    streq_ptr(key, n->pending_detail))
 		return;
 	if (n->write)
 		return;		/* its end decides, and says, again */
 	struct fleet_batch *b = NULL;
 	struct status_extra x = { .wait = wait };
 	if (fleet_batch_new(&n->fleet, &b) < 0 ||
-	    fleet_batch_status_extra(b, n->host, STATUS_PUPPET, STATE_PENDING, n->model.desired, -1,
+	    fleet_batch_status_extra(b, n->host, STATUS_PUPPET, STATE_PENDING, n->sync.model.desired, -1,
 				     detail, &x) < 0 ||
 	    node_write_begin(n, TAKE_PTR(b), "puppet/pending", node_pending_written) < 0) {
 		fleet_batch_free(b);
@@ -349,20 +339,21 @@ static bool node_evaluate_run(struct node *n)
 	struct slot_wait wait = { 0 };
 	int r;
 
-	if (n->stopping || !n->synced || n->run_hook || n->state == NODE_BAKE)
+	if (n->stopping || !n->sync.synced || n->run.hook || n->state == NODE_BAKE)
 		return false;
 	node_update_pause(n);
+	node_run_check_target(n);
 
 	if (!node_need_run(n)) {
 		node_idle(n);
 		if (n->once)
-			node_once_finish(n, n->model.desired_known ? 0 : 1);
+			node_once_finish(n, n->sync.model.desired_known ? 0 : 1);
 		return false;
 	}
-	if (fleet_model_halted(&n->model, &halt)) {
+	if (fleet_model_halted(&n->sync.model, &halt)) {
 		_cleanup_(freep) char *line = NULL;
-		node_timer_cancel(&n->progress_timer);
-		if (asprintf(&line, "rollout of %s halted: %s", n->model.desired,
+		node_progress_cancel(n);
+		if (asprintf(&line, "rollout of %s halted: %s", n->sync.model.desired,
 			     or_none(halt.reason)) < 0)
 			return false;
 		node_wait(n, NODE_HALTED, "halt", line, NULL);
@@ -372,7 +363,7 @@ static bool node_evaluate_run(struct node *n)
 		}
 		return false;
 	}
-	if (n->run_timer)
+	if (n->run.timer)
 		return false;	/* splay or backoff still running */
 	if (n->paused) {
 		_cleanup_(freep) char *line = NULL;
@@ -418,11 +409,11 @@ static bool node_evaluate_run(struct node *n)
 		} else if (wait.canary) {
 			st = NODE_WAIT_CANARY, why = "canary";
 			k = asprintf(&detail, "waiting for promote: the canaries of %s run first",
-				     n->model.desired);
+				     n->sync.model.desired);
 			if (k >= 0)
 				k = asprintf(&line, "waiting for promote of %s (%zu of %ld canaries validated)",
-					     n->model.desired, wait.canaries_done,
-					     n->model.policy.canary);
+					     n->sync.model.desired, wait.canaries_done,
+					     n->sync.model.policy.canary);
 		} else {
 			st = NODE_WAIT_SLOT, why = "slot";
 			k = (detail = node_slot_detail(n)) ? 0 : -1;
@@ -432,25 +423,19 @@ static bool node_evaluate_run(struct node *n)
 		}
 		if (k >= 0)
 			node_wait(n, st, why, detail, line);
+		if (node_promote_if_due(n, &wait) < 0) {
+			log_warnx("cannot promote the rollout of %s: %s", n->sync.model.desired,
+				  node_etcd_error(n));
+			node_retry_later(n);
+		}
 		return false;
 	}
 
-	/* The splay is said to the journal and to systemd, not to etcd: it
-	 * exists to spread the fleet's writes over timing.splay, and a
-	 * puppet/pending written by every host the moment the trigger comes
-	 * would be the very burst it spreads, and a third write per run. */
-	if (n->opt.config->splay > 0 && !n->splay_done) {
-		uint64_t delay = random_between(0, sec_to_usec((double)n->opt.config->splay));
-		node_set_state(n, NODE_SPLAY, "splay %.1f s before config for %s",
-			       (double)delay / (double)USEC_PER_SEC, n->model.desired);
-		if (node_timer_arm(n, &n->run_timer, delay, node_on_run_timer) < 0)
-			n->splay_done = true;
-		else
-			return false;
-	}
+	if (node_run_splay(n))
+		return false;	/* its timer decides again */
 	/* Two Puppet runs at once would fight over Puppet's lock: a running
 	 * services hook ends first (its end evaluates again). */
-	if (n->services_hook)
+	if (n->catalog.services_hook)
 		return false;
 	return node_start_run(n);
 }
@@ -470,7 +455,7 @@ static void node_evaluate(struct node *n)
 	/* A halt this node just wrote reaches its model later (events of
 	 * earlier revisions, such as the dead host's other keys, may come
 	 * first): until then, no run starts. */
-	if (n->synced && !n->stopping &&
+	if (n->sync.synced && !n->stopping &&
 	    (node_check_released(n) || node_check_budget(n) || node_halt_pending(n))) {
 		node_try_services(n);
 		return;
@@ -503,15 +488,23 @@ static int node_on_retry_timer(sd_event_source *s, uint64_t usec, void *userdata
 	return 0;
 }
 
+uint64_t node_next_retry_delay(struct node *n)
+{
+	n->retry_failures++;
+	return backoff_delay(&node_write_backoff, n->retry_failures);
+}
+
 void node_retry_later(struct node *n)
 {
 	if (n->retry_timer || n->stopping)
 		return;
-	n->retry_failures++;
-	if (node_timer_arm(n, &n->retry_timer,
-			   backoff_delay(&node_write_backoff, n->retry_failures),
-			   node_on_retry_timer) < 0)
+	if (node_timer_arm(n, &n->retry_timer, node_next_retry_delay(n), node_on_retry_timer) < 0)
 		log_warnx("cannot arm the retry timer");
+}
+
+void node_pending_said(struct node *n, const char *key)
+{
+	set_str(&n->pending_detail, key);
 }
 
 void node_retry_reset(struct node *n)
@@ -525,7 +518,7 @@ void node_once_finish(struct node *n, int code)
 {
 	if (!n->once || n->stopping)
 		return;
-	if (code == 0 && (n->services_hook || n->services_gen < n->hiera_gen))
+	if (code == 0 && (n->catalog.services_hook || n->catalog.services_gen < n->catalog.hiera_gen))
 		return;		/* the services hook finishes first */
 	if (n->write) {
 		n->once_exit = code + 1;	/* the write's end finishes */
@@ -543,7 +536,7 @@ static int node_on_once_deadline(sd_event_source *s, uint64_t usec, void *userda
 	struct node *n = userdata;
 	log_warnx("--once: gave up after %ld s in state %s (%s)", n->opt.config->hook_timeout,
 		  node_state_name(n->state), or_none(n->status));
-	if (n->run_hook || n->services_hook) {
+	if (n->run.hook || n->catalog.services_hook) {
 		node_stop(n);
 		n->exit_code = 1;
 		return 0;
@@ -558,8 +551,8 @@ static int node_on_stop_timer(sd_event_source *s, uint64_t usec, void *userdata)
 {
 	struct node *n = userdata;
 	log_warnx("hooks or a write still running after the stop grace period, leaving them");
-	n->run_hook = hook_free(n->run_hook);
-	n->services_hook = hook_free(n->services_hook);
+	node_run_abandon(n);
+	node_catalog_abandon(n);
 	node_write_abandon(n);
 	node_finish_stop(n);
 	return 0;
@@ -568,21 +561,20 @@ static int node_on_stop_timer(sd_event_source *s, uint64_t usec, void *userdata)
 /* Runs when no hook is left: records an interrupted run, revokes the lease. */
 void node_finish_stop(struct node *n)
 {
-	if (n->run_hook || n->services_hook || n->write)
+	if (n->run.hook || n->catalog.services_hook || n->write)
 		return;	/* the last of them calls again */
 	node_timer_cancel(&n->stop_timer);
-	if (n->synced && n->run_version &&
+	if (n->sync.synced && n->run.version &&
 	    (n->state == NODE_RUN_CONFIG || n->state == NODE_RUN_UPGRADE ||
 	     n->state == NODE_RUN_VALIDATE || n->state == NODE_BAKE))
-		node_status(n, STATUS_PUPPET, STATE_FAILED, n->run_version, -1, "interrupted");
+		node_status(n, STATUS_PUPPET, STATE_FAILED, n->run.version, -1, "interrupted");
 	node_stop_watches(n);
-	if (n->registered && !n->once) {
+	if (n->lease.registered && !n->once) {
 		/* alive/ and the services disappear now rather than at expiry. */
-		if (fleet_lease_revoke(&n->fleet, n->lease) < 0)
+		if (fleet_lease_revoke(&n->fleet, n->lease.id) < 0)
 			log_warnx("cannot revoke lease: %s", node_etcd_error(n));
 	}
-	n->state = NODE_STOPPING;
-	log_info("stopped");
+	node_set_state(n, NODE_STOPPING, "stopped");
 	(void)sd_event_exit(n->event, n->exit_code);
 }
 
@@ -590,8 +582,8 @@ void node_stop(struct node *n)
 {
 	if (n->stop_requested) {
 		/* A second SIGTERM: do not wait any longer. */
-		n->run_hook = hook_free(n->run_hook);
-		n->services_hook = hook_free(n->services_hook);
+		node_run_abandon(n);
+		node_catalog_abandon(n);
 		node_write_abandon(n);
 		node_finish_stop(n);
 		return;
@@ -601,50 +593,34 @@ void node_stop(struct node *n)
 	n->stopping = true;
 	if (n->once)
 		n->exit_code = 1;
-	node_timer_cancel(&n->run_timer);
-	node_timer_cancel(&n->resync);
-	node_timer_cancel(&n->debounce);
 	node_timer_cancel(&n->retry_timer);
-	node_keepalive_stop(n);
 	node_timer_cancel(&n->once_deadline);
-	node_timer_cancel(&n->progress_timer);
-	node_timer_cancel(&n->deadline_timer);
-	node_timer_cancel(&n->refused_timer);
-	node_timer_cancel(&n->publish_timer);
+	node_run_stop(n);
+	node_sync_stop(n);
+	node_catalog_stop(n);
+	node_rollout_stop(n);
+	node_keepalive_stop(n);
 	node_write_stop(n);
-	if (!n->run_hook && !n->services_hook && !n->write) {
+	if (!n->run.hook && !n->catalog.services_hook && !n->write) {
 		node_finish_stop(n);
 		return;
 	}
 	log_info("stopping: waiting for running hooks and the write in flight");
-	hook_kill(n->run_hook, SIGTERM);
-	hook_kill(n->services_hook, SIGTERM);
+	hook_kill(n->run.hook, SIGTERM);
+	hook_kill(n->catalog.services_hook, SIGTERM);
 	(void)node_timer_arm(n, &n->stop_timer, STOP_GRACE_USEC, node_on_stop_timer);
 	(void)sd_notifyf(false, "STATUS=stopping: waiting for hooks");
 }
 
 /* --- reload ------------------------------------------------------------------------------ */
 
-static bool strv_same(char **a, char **b)
-{
-	size_t i;
-	if (!a || !b)
-		return a == b;
-	for (i = 0; a[i] && b[i]; i++)
-		if (strcmp(a[i], b[i]) != 0)
-			return false;
-	return !a[i] && !b[i];
-}
-
-static bool strv_same(char **a, char **b);
-
 /* Whether the etcd connection settings differ: endpoints, TLS files, user,
  * password, timeout. */
 static bool etcd_options_differ(const struct etcd_options *a, const struct etcd_options *b)
 {
-	return !strv_same(a->endpoints, b->endpoints) || !str_eq(a->cacert, b->cacert) ||
-	       !str_eq(a->cert, b->cert) || !str_eq(a->key, b->key) || !str_eq(a->user, b->user) ||
-	       !str_eq(a->password, b->password) || a->timeout_ms != b->timeout_ms;
+	return !strv_equal(a->endpoints, b->endpoints) || !streq_ptr(a->cacert, b->cacert) ||
+	       !streq_ptr(a->cert, b->cert) || !streq_ptr(a->key, b->key) || !streq_ptr(a->user, b->user) ||
+	       !streq_ptr(a->password, b->password) || a->timeout_ms != b->timeout_ms;
 }
 
 /*
@@ -678,7 +654,7 @@ static int node_reconnect(struct node *n, struct etcd_options *fresh)
 /* Whether what the node watches changes with the new config. */
 static bool node_watch_set_changed(const struct config *a, const struct config *b)
 {
-	if (!str_eq(a->group, b->group) || !strv_same(a->consumes, b->consumes) ||
+	if (!streq_ptr(a->group, b->group) || !strv_equal(a->consumes, b->consumes) ||
 	    a->n_depends != b->n_depends)
 		return true;
 	for (size_t i = 0; i < a->n_depends; i++)
@@ -702,7 +678,7 @@ int node_reload(struct node *n)
 		(void)sd_notify(false, "READY=1");
 		return r;
 	}
-	if (!str_eq(fresh.hostname, n->opt.hostname) || !str_eq(fresh.prefix, n->opt.prefix))
+	if (!streq_ptr(fresh.hostname, n->opt.hostname) || !streq_ptr(fresh.prefix, n->opt.prefix))
 		log_warnx("reload: a new hostname or prefix needs a restart, ignoring them");
 	if (etcd_options_differ(&fresh.etcd, &n->opt.etcd)) {
 		r = node_reconnect(n, &fresh.etcd);
@@ -716,25 +692,25 @@ int node_reload(struct node *n)
 		rewatch = true;
 	}
 	old = n->opt.config;
-	regroup = !str_eq(old->group, fresh.config->group);
+	regroup = !streq_ptr(old->group, fresh.config->group);
 	rewatch = rewatch || node_watch_set_changed(old, fresh.config);
 	n->opt.config = TAKE_PTR(fresh.config);
 	config_free(old);
-	if (!str_eq(fresh.local_version_file, n->opt.local_version_file)) {
+	if (!streq_ptr(fresh.local_version_file, n->opt.local_version_file)) {
 		char *t = n->opt.local_version_file;
 		n->opt.local_version_file = fresh.local_version_file;
 		fresh.local_version_file = t;
 		node_read_local(n);
 	}
 	log_info("configuration reloaded from '%s'", or_none(n->opt.config->path));
-	if (n->registered && regroup &&
-	    fleet_register(&n->fleet, n->host, n->opt.config->group, n->local, (long)getpid(),
-			   n->lease) < 0)
+	if (n->lease.registered && regroup &&
+	    fleet_register(&n->fleet, n->host, n->opt.config->group, n->run.local, (long)getpid(),
+			   n->lease.id) < 0)
 		log_warnx("cannot register the new group: %s", node_etcd_error(n));
-	if (n->published)
-		(void)node_publish_services(n, n->services_healthy, false);
+	if (n->catalog.published)
+		(void)node_publish_services(n, n->catalog.services_healthy, false);
 	/* A new set of watched ranges: read it whole on a new stream. */
-	if (rewatch && n->synced) {
+	if (rewatch && n->sync.synced) {
 		log_info("reload: the watched services or group changed, reading them again");
 		node_schedule_resync(n, 0);
 	}
@@ -757,7 +733,7 @@ int node_new(sd_event *event, struct options_resolved *opts,
 	n->event = sd_event_ref(event);
 	n->global = global;
 	n->once = once;
-	n->model.catalog = (struct catalog)CATALOG_INIT;
+	node_sync_init(n);
 	n->state = NODE_STARTING;
 	for (size_t i = 0; i < _HOOK_M_MAX; i++)
 		n->hook_metrics[i].name = hook_metric_names[i];
@@ -783,8 +759,8 @@ int node_new(sd_event *event, struct options_resolved *opts,
 int node_start(struct node *n)
 {
 	node_read_local(n);
-	log_fields(LOG_INFO, n->local, NULL, "starting as '%s', local version '%s'%s", n->host,
-		   or_none(n->local), n->once ? ", once" : "");
+	log_fields(LOG_INFO, n->run.local, NULL, "starting as '%s', local version '%s'%s", n->host,
+		   or_none(n->run.local), n->once ? ", once" : "");
 	node_set_state(n, NODE_STARTING, "connecting to etcd");
 	if (n->once && n->opt.config->hook_timeout > 0) {
 		int r = node_timer_arm(n, &n->once_deadline,
@@ -794,44 +770,28 @@ int node_start(struct node *n)
 			return r;
 	}
 	node_schedule_resync(n, 0);
-	return n->resync ? 0 : -ENOMEM;
+	return n->sync.resync ? 0 : -ENOMEM;
 }
 
 struct node *node_free(struct node *n)
 {
 	if (!n)
 		return NULL;
-	hook_free(n->run_hook);
-	hook_free(n->services_hook);
 	node_write_abandon(n);
-	node_stop_watches(n);
+	node_run_release(n);
+	node_catalog_release(n);
+	node_rollout_stop(n);
+	node_sync_release(n);
 	node_keepalive_stop(n);
-	sd_event_source_disable_unref(n->resync);
-	sd_event_source_disable_unref(n->debounce);
 	sd_event_source_disable_unref(n->evaluate);
 	sd_event_source_disable_unref(n->retry_timer);
-	sd_event_source_disable_unref(n->run_timer);
 	sd_event_source_disable_unref(n->once_deadline);
 	sd_event_source_disable_unref(n->stop_timer);
-	sd_event_source_disable_unref(n->progress_timer);
-	sd_event_source_disable_unref(n->deadline_timer);
-	sd_event_source_disable_unref(n->refused_timer);
-	sd_event_source_disable_unref(n->publish_timer);
-	free(n->fail_version);
 	fleet_disconnect(n->etcd);
-	fleet_model_release(&n->model);
 	options_resolved_release(&n->opt);
-	strv_free(n->published);
-	strv_free(n->published_values);
-	node_services_forget_pending(n);
 	free(n->status);
 	free(n->pause_reason);
-	free(n->run_version);
-	free(n->run_previous);
-	free(n->local);
 	free(n->pending_detail);
-	free(n->hiera_error);
-	free(n->running_published);
 	sd_event_unref(n->event);
 	free(n);
 	return NULL;

@@ -49,7 +49,7 @@ void node_write_hiera(struct node *n)
 
 	if (!path || !*path)
 		return;
-	r = hiera_render(&n->model.catalog, &out);
+	r = hiera_render(&n->sync.model.catalog, &out);
 	if (r < 0) {
 		log_warnx("cannot render the catalog: %s", strerror(-r));
 		return;
@@ -58,25 +58,25 @@ void node_write_hiera(struct node *n)
 	if (r < 0) {
 		_cleanup_(buf_releasep) struct buf why = BUF_INIT;
 		(void)buf_printf(&why, "cannot write hiera file '%s': %s", path, strerror(-r));
-		if (!str_eq(n->hiera_error, buf_str(&why)))
+		if (!streq_ptr(n->catalog.hiera_error, buf_str(&why)))
 			log_warnx("%s, keeping the old one", buf_str(&why));
-		set_str(&n->hiera_error, buf_str(&why));
+		set_str(&n->catalog.hiera_error, buf_str(&why));
 		/* A full or read-only disk heals without a catalog change:
 		 * write again a little later. */
-		if (!n->debounce && !n->stopping)
-			(void)node_timer_arm(n, &n->debounce,
+		if (!n->catalog.debounce && !n->stopping)
+			(void)node_timer_arm(n, &n->catalog.debounce,
 					     sec_to_usec(n->opt.config->quiet) + USEC_PER_SEC,
 					     node_on_debounce);
 		return;
 	}
-	if (n->hiera_error) {
+	if (n->catalog.hiera_error) {
 		log_info("hiera file '%s' written again", path);
-		set_str(&n->hiera_error, NULL);
+		set_str(&n->catalog.hiera_error, NULL);
 	}
 	if (changed) {
-		n->hiera_gen++;
+		n->catalog.hiera_gen++;
 		log_info("hiera file '%s' updated (catalog revision %lld, %zu entries)", path,
-			 (long long)n->model.catalog.revision, n->model.catalog.n);
+			 (long long)n->sync.model.catalog.revision, n->sync.model.catalog.n);
 	}
 }
 
@@ -84,8 +84,8 @@ static int node_on_debounce(sd_event_source *s, uint64_t usec, void *userdata)
 {
 	struct node *n = userdata;
 
-	node_timer_cancel(&n->debounce);
-	n->debounce_first = 0;
+	node_timer_cancel(&n->catalog.debounce);
+	n->catalog.debounce_first = 0;
 	node_write_hiera(n);
 	node_schedule_evaluate(n);
 	return 0;
@@ -99,16 +99,16 @@ void node_catalog_changed(struct node *n)
 
 	if (n->stopping || sd_event_now(n->event, CLOCK_MONOTONIC, &now) < 0)
 		return;
-	if (!n->debounce || n->debounce_first == 0)
-		n->debounce_first = now;
+	if (!n->catalog.debounce || n->catalog.debounce_first == 0)
+		n->catalog.debounce_first = now;
 	at = now + sec_to_usec(n->opt.config->quiet);
-	if (at > n->debounce_first + sec_to_usec(n->opt.config->quiet_max))
-		at = n->debounce_first + sec_to_usec(n->opt.config->quiet_max);
-	node_timer_cancel(&n->debounce);
-	if (sd_event_add_time(n->event, &n->debounce, CLOCK_MONOTONIC, at, 0, node_on_debounce,
+	if (at > n->catalog.debounce_first + sec_to_usec(n->opt.config->quiet_max))
+		at = n->catalog.debounce_first + sec_to_usec(n->opt.config->quiet_max);
+	node_timer_cancel(&n->catalog.debounce);
+	if (sd_event_add_time(n->event, &n->catalog.debounce, CLOCK_MONOTONIC, at, 0, node_on_debounce,
 			      n) < 0) {
 		/* No timer: write now rather than never. */
-		n->debounce_first = 0;
+		n->catalog.debounce_first = 0;
 		node_write_hiera(n);
 	}
 }
@@ -156,9 +156,9 @@ static void node_on_services_hook(struct hook *h, const struct hook_result *res,
 	struct node *n = userdata;
 	_cleanup_(freep) char *what = hook_result_describe(res);
 
-	_cleanup_(hook_freep) struct hook *done = TAKE_PTR(n->services_hook);
+	_cleanup_(hook_freep) struct hook *done = TAKE_PTR(n->catalog.services_hook);
 
-	log_fields(res->exit_code == 0 ? LOG_INFO : LOG_WARNING, n->local, "services",
+	log_fields(res->exit_code == 0 ? LOG_INFO : LOG_WARNING, n->run.local, "services",
 		   "hook 'services' %s", or_none(what));
 	node_hook_ended(n, "services", res);
 	if (n->stopping) {
@@ -169,7 +169,7 @@ static void node_on_services_hook(struct hook *h, const struct hook_result *res,
 	node_services_mark(n, false);
 	/* A failed services run is not retried in a loop: the next catalog
 	 * change or config run will carry the same data. */
-	n->services_gen = n->services_running_gen;
+	n->catalog.services_gen = n->catalog.services_running_gen;
 	/* A run may have waited for this hook; else more catalog changes may. */
 	node_schedule_evaluate(n);
 }
@@ -182,30 +182,30 @@ void node_try_services(struct node *n)
 	const char *path = n->opt.config->hook_services;
 	int r;
 
-	if (n->stopping || n->services_hook || n->services_gen >= n->hiera_gen)
+	if (n->stopping || n->catalog.services_hook || n->catalog.services_gen >= n->catalog.hiera_gen)
 		return;
-	if (n->run_hook && (n->state == NODE_RUN_CONFIG || n->state == NODE_RUN_UPGRADE))
+	if (n->run.hook && (n->state == NODE_RUN_CONFIG || n->state == NODE_RUN_UPGRADE))
 		return;
 	if (n->state == NODE_RUN_START)
 		return;	/* the config hook is about to start: its end runs this */
 	if (!path || !*path) {
-		n->services_gen = n->hiera_gen;
+		n->catalog.services_gen = n->catalog.hiera_gen;
 		return;
 	}
-	n->services_running_gen = n->hiera_gen;
-	r = node_build_env(n, n->local, &env);
+	n->catalog.services_running_gen = n->catalog.hiera_gen;
+	r = node_build_env(n, n->run.local, &env);
 	if (r >= 0) {
 		node_hook_started(n, "services");
 		node_services_mark(n, true);
 	}
 	if (r >= 0)
-		r = hook_spawn(n->event, "services", path, env, n->opt.config->hook_timeout, n->local,
-			       node_on_services_hook, n, &n->services_hook);
+		r = hook_spawn(n->event, "services", path, env, n->opt.config->hook_timeout, n->run.local,
+			       node_on_services_hook, n, &n->catalog.services_hook);
 	if (r < 0) {
 		node_services_mark(n, false);
-		log_fields(LOG_ERR, n->local, "services", "cannot run services hook '%s': %s",
+		log_fields(LOG_ERR, n->run.local, "services", "cannot run services hook '%s': %s",
 			   path, strerror(-r));
-		n->services_gen = n->hiera_gen;
+		n->catalog.services_gen = n->catalog.hiera_gen;
 	}
 }
 
@@ -224,17 +224,29 @@ static int node_services(struct node *n, char ***ret)
 
 static const char *published_value(struct node *n, const char *service)
 {
-	for (size_t i = 0; n->published && n->published[i]; i++)
-		if (strcmp(n->published[i], service) == 0)
-			return n->published_values[i];
+	for (size_t i = 0; n->catalog.published && n->catalog.published[i]; i++)
+		if (strcmp(n->catalog.published[i], service) == 0)
+			return n->catalog.published_values[i];
 	return NULL;
+}
+
+void node_services_release(struct node_services *s)
+{
+	strv_free(s->names);
+	strv_free(s->values);
+	*s = (struct node_services){ 0 };
 }
 
 void node_services_forget_pending(struct node *n)
 {
-	strv_free(n->staged);
-	strv_free(n->staged_values);
-	n->staged = n->staged_values = NULL;
+	node_services_release(&n->catalog.staged);
+}
+
+struct node_services node_services_take_staged(struct node *n)
+{
+	struct node_services s = n->catalog.staged;
+	n->catalog.staged = (struct node_services){ 0 };
+	return s;
 }
 
 int node_batch_services(struct node *n, struct fleet_batch *b, bool healthy, bool force)
@@ -263,34 +275,33 @@ int node_batch_services(struct node *n, struct fleet_batch *b, bool healthy, boo
 		r = fleet_service_value(services[i], n->host, addrs, n_addrs, healthy, &values[i]);
 		if (r < 0)
 			break;
-		if (!force && str_eq(values[i], published_value(n, services[i])))
+		if (!force && streq_ptr(values[i], published_value(n, services[i])))
 			continue;
-		r = fleet_batch_service(b, services[i], n->host, values[i], n->lease);
+		r = fleet_batch_service(b, services[i], n->host, values[i], n->lease.id);
 	}
 	netif_addresses_free(addrs, n_addrs);
 	if (r < 0)
 		return r;
-	for (size_t i = 0; n->published && n->published[i]; i++) {
-		if (strv_contains(services, n->published[i]))
+	for (size_t i = 0; n->catalog.published && n->catalog.published[i]; i++) {
+		if (strv_contains(services, n->catalog.published[i]))
 			continue;
-		if ((r = fleet_batch_unpublish(b, n->published[i], n->host)) < 0)
+		if ((r = fleet_batch_unpublish(b, n->catalog.published[i], n->host)) < 0)
 			return r;
-		log_info("service '%s' withdrawn", n->published[i]);
+		log_info("service '%s' withdrawn", n->catalog.published[i]);
 	}
-	n->staged = TAKE_PTR(services);
-	n->staged_values = TAKE_PTR(values);
-	n->services_healthy = healthy;
+	n->catalog.staged = (struct node_services){ TAKE_PTR(services), TAKE_PTR(values) };
+	n->catalog.services_healthy = healthy;
 	return 0;
 }
 
-void node_services_committed(struct node *n)
+void node_services_committed(struct node *n, struct node_services *s)
 {
-	if (!n->staged)
+	if (!s->names)
 		return;
-	strv_free(n->published);
-	strv_free(n->published_values);
-	n->published = TAKE_PTR(n->staged);
-	n->published_values = TAKE_PTR(n->staged_values);
+	strv_free(n->catalog.published);
+	strv_free(n->catalog.published_values);
+	n->catalog.published = TAKE_PTR(s->names);
+	n->catalog.published_values = TAKE_PTR(s->values);
 }
 
 static void node_services_published(struct node *n, int r)
@@ -319,4 +330,55 @@ int node_publish_services(struct node *n, bool healthy, bool force)
 	if (r < 0)
 		node_services_published(n, r);
 	return r < 0 ? r : 0;
+}
+
+/* --- the catalog's part of the node's life ---------------------------------------------- */
+
+void node_catalog_config_started(struct node *n)
+{
+	n->catalog.config_gen = n->catalog.hiera_gen;
+}
+
+void node_catalog_config_ended(struct node *n)
+{
+	/* The config hook saw the hiera file as it was when it started: a
+	 * services run for that same file would only repeat it. */
+	if (n->catalog.services_gen < n->catalog.config_gen)
+		n->catalog.services_gen = n->catalog.config_gen;
+}
+
+void node_catalog_recover(struct node *n, bool healthy)
+{
+	_cleanup_(freep) char *marker = node_services_marker(n);
+
+	n->catalog.services_healthy = healthy;
+	/* The node ran its config here before: its services are offered
+	 * again under the new lease. */
+	if (n->run.local && !n->catalog.published)
+		(void)node_publish_services(n, n->catalog.services_healthy, true);
+	if (marker && access(marker, F_OK) == 0) {
+		log_warnx("the services hook was interrupted by the last stop: running it again");
+		n->catalog.hiera_gen++;
+	}
+}
+
+void node_catalog_stop(struct node *n)
+{
+	node_timer_cancel(&n->catalog.debounce);
+}
+
+void node_catalog_abandon(struct node *n)
+{
+	n->catalog.services_hook = hook_free(n->catalog.services_hook);
+}
+
+void node_catalog_release(struct node *n)
+{
+	node_catalog_stop(n);
+	node_catalog_abandon(n);
+	free(n->catalog.hiera_error);
+	strv_free(n->catalog.published);
+	strv_free(n->catalog.published_values);
+	node_services_release(&n->catalog.staged);
+	n->catalog = (struct node_catalog){ 0 };
 }

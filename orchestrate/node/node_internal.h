@@ -28,6 +28,7 @@
 #include <systemd/sd-event.h>
 
 #include "base/backoff.h"
+#include "base/strv.h"
 #include "etcd/etcd.h"
 #include "fleet/fleet.h"
 #include "fleet/fleet_model.h"
@@ -38,7 +39,110 @@
 
 #define USEC_PER_SEC 1000000ULL
 
+/* This node's service entries as one write carries them: the names and the
+ * value each gets (node_catalog.c makes them, node_write.c carries them). */
+struct node_services {
+	char **names;
+	char **values;
+};
+
 enum { HOOK_M_UPGRADE, HOOK_M_CONFIG, HOOK_M_VALIDATE, HOOK_M_SERVICES, _HOOK_M_MAX };
+
+/*
+ * The node's state, one part per file: each part is written by its own file
+ * only (scripts/check-layers checks it); the others read it, or ask the
+ * owner through a function of node_internal.h.  The loop, the options, the
+ * client and the state machine (the fields at the top) are node.c's.
+ */
+
+/* node_lease.c */
+struct node_lease {
+	int64_t id;
+	long ttl;			/* the TTL etcd granted */
+	bool registered;
+	bool keys_lost;			/* a new lease whose keys are not all put */
+	bool expired;			/* ...and etcd no longer knows that lease */
+	bool reregistering;		/* the leased keys' write is in flight */
+	sd_event_source *keepalive;	/* the next keepalive's timer */
+	struct etcd_call *keepalive_call; /* the keepalive in flight, or NULL */
+	uint64_t keepalive_sent;	/* when it was sent (CLOCK_MONOTONIC usec) */
+	uint64_t refreshed;		/* when the last one etcd answered was sent */
+	unsigned keepalive_failures;	/* in a row, for the backoff */
+	uint64_t regrants;
+};
+
+/* node_sync.c: the fleet model and its stream */
+struct node_sync {
+	struct fleet_model model;
+	bool synced;			/* the first sync is done (READY=1 sent) */
+	struct etcd_watch *stream;	/* the one stream: version, pause, rollout, catalog */
+	sd_event_source *resync;
+	unsigned failures;		/* syncs failed in a row, for the backoff */
+};
+
+/* node_catalog.c: the eventually consistent run */
+struct node_catalog {
+	sd_event_source *debounce;
+	uint64_t debounce_first;
+	unsigned hiera_gen;		/* bumped whenever the hiera file changed */
+	unsigned services_gen;		/* hiera_gen the services hook last covered */
+	unsigned services_running_gen;
+	unsigned config_gen;		/* hiera_gen when the config hook started */
+	struct hook *services_hook;
+	char *hiera_error;		/* why the hiera file could not be written */
+	char **published;		/* services published under the lease... */
+	char **published_values;	/* ...and the value each holds, to write only changes */
+	struct node_services staged;	/* what node_batch_services() added, until queued */
+	bool services_healthy;
+};
+
+/* node_rollout.c: dependencies and the rollout slot */
+enum node_slot {
+	SLOT_NONE,		/* no rollout/holders/HOST of ours */
+	SLOT_QUEUED,		/* ours, waiting for its turn */
+	SLOT_HELD,		/* one of the slots: the run may start */
+	SLOT_CANARY,		/* ...taken as one of the canaries */
+};
+struct node_rollout {
+	enum node_slot slot;
+	bool release_sent;		/* a write in flight gives the slot back */
+	struct etcd_watch *stage_watch;	/* only while an earlier group is behind */
+	sd_event_source *progress_timer;	/* progress_deadline, first in the queue */
+	uint64_t progress_releases;	/* model.holder_releases when it was armed */
+	int64_t halt_revision;		/* of the halt this node wrote (node_halt_pending) */
+	int64_t budget_trigger;		/* the failure count last checked against... */
+	size_t budget_count;		/* ...the budget, so it is checked once */
+};
+
+/* node_run.c: the consistent run */
+struct node_run {
+	sd_event_source *timer;		/* splay, backoff or min_healthy_time */
+	struct hook *hook;
+	char *version;
+	char *previous;
+	char *target;			/* the desired version failures counts for */
+	int config_exit_code;		/* of this run's config hook */
+	char *local;			/* the local version, NULL when none */
+	bool validation_failed;
+	bool rerun;			/* an interrupted run must be repeated */
+	bool splay_done;
+	bool start_refused;		/* the start's guard failed: wait for the stream */
+	bool start_retry;		/* the start in flight retries a failed run */
+	unsigned failures;		/* consecutive, for the backoff */
+	/* Honest states: the failures at one rollout (version and trigger). */
+	char *fail_version;
+	int64_t fail_trigger;
+	long attempts;			/* failed attempts at fail_version */
+	int64_t first_failure;		/* unix time of the first */
+	int64_t trigger;		/* the trigger the run started at */
+	sd_event_source *deadline_timer;	/* healthy_deadline of this run */
+	sd_event_source *refused_timer;	/* a start refused: decide again after it */
+	sd_event_source *publish_timer;	/* a first run's early publication */
+	bool deadline_passed;
+	bool baked;			/* min_healthy_time is over (or not needed) */
+	char *running_published;	/* version of running_version/HOST we put (or owe) */
+	bool success_owed;		/* the end-of-run txn failed: retried when idle */
+};
 
 struct node {
 	sd_event *event;
@@ -54,87 +158,19 @@ struct node {
 
 	enum node_state state;
 	char *status;			/* the STATUS= text last sent */
-
-	/* lease (node_lease.c) */
-	int64_t lease;
-	long lease_ttl;			/* the TTL etcd granted */
-	bool registered;
-	bool keys_lost;			/* a new lease whose keys are not all put */
-	bool lease_expired;		/* ...and etcd no longer knows that lease */
-	bool reregistering;		/* the leased keys' write is in flight */
-	sd_event_source *keepalive;	/* the next keepalive's timer */
-	struct etcd_call *keepalive_call; /* the keepalive in flight, or NULL */
-	uint64_t keepalive_sent;	/* when it was sent (CLOCK_MONOTONIC usec) */
-	uint64_t lease_refreshed;	/* when the last one etcd answered was sent */
-	unsigned keepalive_failures;	/* in a row, for the backoff */
-	uint64_t lease_regrants;
-
-	/* the fleet model and its stream (node_sync.c) */
-	struct fleet_model model;
-	bool synced;			/* the first sync is done (READY=1 sent) */
-	struct etcd_watch *stream;	/* the one stream: version, pause, rollout, catalog */
-	sd_event_source *resync;
-	unsigned resync_failures;
-	bool paused;
-	char *pause_reason;
-
-	/* the eventually consistent run (node_catalog.c) */
-	sd_event_source *debounce;
-	uint64_t debounce_first;
-	unsigned hiera_gen;		/* bumped whenever the hiera file changed */
-	unsigned services_gen;		/* hiera_gen the services hook last covered */
-	unsigned services_running_gen;
-	unsigned config_gen;		/* hiera_gen when the config hook started */
-	struct hook *services_hook;
-	char *hiera_error;		/* why the hiera file could not be written */
-	char **published;		/* services published under the lease... */
-	char **published_values;	/* ...and the value each holds, to write only changes */
-	char **staged, **staged_values;	/* what node_batch_services() added, until committed */
-	bool services_healthy;
-
-	/* dependencies and the rollout slot (node_rollout.c) */
-	struct etcd_watch *stage_watch;	/* only while an earlier group is behind */
-	char *pending_detail;		/* what puppet/pending says now ("wait: detail") */
-	bool holding;			/* rollout/holders/HOST is ours */
-	bool has_slot;
-	bool canary_run;		/* the slot was taken as one of the canaries */
-	bool releasing;			/* the batch being written gives the slot back */
-	sd_event_source *progress_timer;	/* progress_deadline, first in the queue */
-	uint64_t progress_releases;	/* model.holder_releases when it was armed */
-	int64_t halt_revision;		/* of the halt this node wrote (node_halt_pending) */
-	int64_t budget_trigger;		/* the failure count last checked against... */
-	size_t budget_count;		/* ...the budget, so it is checked once */
-
-	/* the consistent run (node_run.c) */
 	sd_event_source *evaluate;
 	sd_event_source *retry_timer;	/* node_retry_later() */
 	unsigned retry_failures;	/* writes failed in a row, for its backoff */
-	sd_event_source *run_timer;	/* splay or backoff */
 	sd_event_source *once_deadline;
-	struct hook *run_hook;
-	char *run_version;
-	char *run_previous;
-	int config_exit_code;		/* of this run's config hook */
-	char *local;			/* the local version, NULL when none */
-	bool validation_failed;
-	bool rerun;			/* an interrupted run must be repeated */
-	bool splay_done;
-	bool start_refused;		/* the start's guard failed: wait for the stream */
-	bool start_retry;		/* the start in flight retries a failed run */
-	unsigned failures;		/* consecutive, for the backoff */
-	/* Honest states: the failures at one rollout (version and trigger). */
-	char *fail_version;
-	int64_t fail_trigger;
-	long attempts;			/* failed attempts at fail_version */
-	int64_t first_failure;		/* unix time of the first */
-	int64_t run_trigger;		/* the trigger the run started at */
-	sd_event_source *deadline_timer;	/* healthy_deadline of this run */
-	sd_event_source *refused_timer;	/* a start refused: decide again after it */
-	sd_event_source *publish_timer;	/* a first run's early publication */
-	bool deadline_passed;
-	bool baked;			/* min_healthy_time is over (or not needed) */
-	char *running_published;	/* version of running_version/HOST we put (or owe) */
-	bool success_owed;		/* the end-of-run txn failed: retried when idle */
+	bool paused;
+	char *pause_reason;
+	char *pending_detail;		/* what puppet/pending says now ("wait: detail") */
+
+	struct node_lease lease;
+	struct node_sync sync;
+	struct node_catalog catalog;
+	struct node_rollout rollout;
+	struct node_run run;
 	struct node_write *write;	/* writes in flight, first first (node_write.c) */
 
 	/* metrics (paths.metrics_file) */
@@ -164,6 +200,12 @@ extern const struct backoff node_write_backoff;
 /* The decision's writes went through: the next failure starts the backoff
  * afresh. */
 void node_retry_reset(struct node *n);
+/* The next delay of that backoff, counting one more failure (a refused start
+ * waits by it too). */
+uint64_t node_next_retry_delay(struct node *n);
+/* What puppet/pending says now ("wait: detail"), so that it is written once
+ * per change; NULL: nothing said (the next wait writes it). */
+void node_pending_said(struct node *n, const char *key);
 void node_write_metrics(struct node *n);
 void node_hook_started(struct node *n, const char *name);
 void node_hook_ended(struct node *n, const char *name, const struct hook_result *res);
@@ -174,7 +216,6 @@ int node_timer_arm(struct node *n, sd_event_source **s, uint64_t delay_usec,
 void node_timer_cancel(sd_event_source **s);
 uint64_t sec_to_usec(double s);
 void set_str(char **p, const char *s);
-bool str_eq(const char *a, const char *b);
 const char *or_none(const char *s);
 /* What the last etcd request failed on, for a log line: etcd's words, or when
  * etcd refused a write, "etcd: permission denied writing CLASS as user 'U'"
@@ -213,6 +254,14 @@ void node_keepalive_restart(struct node *n);
 
 /* node_sync.c */
 void node_schedule_resync(struct node *n, uint64_t delay_usec);
+/* A new node's empty model; stopping: no resync any more (the stream runs
+ * until the stop ends); releasing: the streams and the model. */
+void node_sync_init(struct node *n);
+void node_sync_stop(struct node *n);
+void node_sync_release(struct node *n);
+/* The holders deleted since the last call (fleet_model_take_released), for
+ * node_check_released(). */
+size_t node_sync_take_released(struct node *n, struct rollout_holder **ret);
 void node_stop_watches(struct node *n);
 uint64_t node_watch_idle_ms(struct node *n);
 void node_on_watch_error(struct etcd_watch *w, int error, int64_t compact, void *userdata);
@@ -226,9 +275,25 @@ char *node_services_marker(struct node *n);
  * with force), with healthy, and the withdrawal of those no longer listed.
  * node_services_committed() records them once b was written. */
 int node_batch_services(struct node *n, struct fleet_batch *b, bool healthy, bool force);
-void node_services_committed(struct node *n);
+/* Takes what node_batch_services() staged (the write that carries it calls
+ * node_services_committed() once it landed). */
+struct node_services node_services_take_staged(struct node *n);
+void node_services_committed(struct node *n, struct node_services *s);
+void node_services_release(struct node_services *s);
 void node_services_forget_pending(struct node *n);
 int node_publish_services(struct node *n, bool healthy, bool force);
+/* The config (or upgrade) hook starts, and ended: the hiera file it read
+ * needs no services run of its own. */
+void node_catalog_config_started(struct node *n);
+void node_catalog_config_ended(struct node *n);
+/* At the first sync: the services offered again (healthy as the last
+ * validation left them), an interrupted services hook run again. */
+void node_catalog_recover(struct node *n, bool healthy);
+/* Stopping: no debounce; abandoning (past the grace): the services hook is
+ * left to itself; releasing: everything the part holds. */
+void node_catalog_stop(struct node *n);
+void node_catalog_abandon(struct node *n);
+void node_catalog_release(struct node *n);
 
 /* node_rollout.c */
 char *node_missing_dependencies(struct node *n, char **ret_short);
@@ -241,11 +306,28 @@ struct slot_wait {
 	size_t rank;		/* 0-based */
 	bool canary;		/* the canaries took every slot: wait for promote */
 	size_t canaries_done;
+	size_t failed;		/* hosts failed at this rollout */
 	bool halting;		/* it would start, but the budget is spent: halted */
 };
 int node_take_slot(struct node *n, struct slot_wait *ret_wait);
+/* Under auto_promote, the first host waiting for promote writes it when the
+ * canaries validated with no failure (fleet_promote; the txn makes it once). */
+int node_promote_if_due(struct node *n, const struct slot_wait *w);
 void node_release_slot(struct node *n);
 void node_unwatch_stage(struct node *n);
+/* Idle: no progress deadline, no slot, no stage watch. */
+void node_rollout_idle(struct node *n);
+/* Stopping: the progress timer and the stage watch go (the lease's revoke
+ * takes the holder). */
+void node_rollout_stop(struct node *n);
+/* The rollout is halted: nobody waits for a freed slot. */
+void node_progress_cancel(struct node *n);
+/* Whether the node holds a slot (a canary's or not): its run may start. */
+bool node_slot_held(const struct node *n);
+/* Adds the release of the node's holder to b (nothing when it has none);
+ * node_slot_release_written() takes the write's end. */
+int node_slot_batch_release(struct node *n, struct fleet_batch *b);
+void node_slot_release_written(struct node *n, int error);
 
 /* Halts the rollout of the desired version (fleet_halt), with auto_revert
  * when the policy says so; logs what happened.  Returns 1 when this node
@@ -276,6 +358,26 @@ int node_build_env(struct node *n, const char *version, char ***ret);
  * because the fleet changed since the model's view (the guard): the node
  * decides again once the stream has brought the change. */
 bool node_start_run(struct node *n);
+/* At the first sync: a run this daemon was doing when it died is recorded as
+ * failed and repeated, a failed validation and a failure at this rollout
+ * are remembered, and running_version is put again under the new lease.
+ * *ret_healthy: whether the last validation succeeded. */
+void node_run_recover(struct node *n, bool *ret_healthy);
+/* The model moved (an event, a resync): a start its guard refused may go. */
+void node_run_model_moved(struct node *n);
+/* From the evaluation: a new desired version is a new target, retried at
+ * once from the start of the backoff. */
+void node_run_check_target(struct node *n);
+/* The splay before a run: true while it runs (the timer's end decides
+ * again), false once it is over or not configured. */
+bool node_run_splay(struct node *n);
+/* Idle: no splay or backoff, failures forgotten. */
+void node_run_idle(struct node *n);
+/* Stopping: the run's timers; abandoning: its hook is left to itself;
+ * releasing: everything the part holds. */
+void node_run_stop(struct node *n);
+void node_run_abandon(struct node *n);
+void node_run_release(struct node *n);
 void node_retry_owed(struct node *n);
 int node_on_run_timer(sd_event_source *s, uint64_t usec, void *userdata);
 

@@ -37,7 +37,7 @@ static int node_on_keepalive(sd_event_source *s, uint64_t usec, void *userdata);
 
 static uint64_t node_keepalive_interval(struct node *n)
 {
-	uint64_t usec = sec_to_usec((double)n->lease_ttl / 3.0);
+	uint64_t usec = sec_to_usec((double)n->lease.ttl / 3.0);
 	return usec < USEC_PER_SEC / 2 ? USEC_PER_SEC / 2 : usec;
 }
 
@@ -74,17 +74,17 @@ static int node_batch_leased_keys(struct node *n, struct fleet_batch *b)
 	const struct config *cfg = n->opt.config;
 	int r;
 
-	if (n->registered &&
-	    (r = fleet_batch_alive(b, n->host, n->local, (long)getpid(), n->lease)) < 0)
+	if (n->lease.registered &&
+	    (r = fleet_batch_alive(b, n->host, n->run.local, (long)getpid(), n->lease.id)) < 0)
 		return r;
-	if (n->published && (r = node_batch_services(n, b, n->services_healthy, true)) < 0)
+	if (n->catalog.published && (r = node_batch_services(n, b, n->catalog.services_healthy, true)) < 0)
 		log_warnx("cannot publish this node's services: %s", strerror(-r));
-	if (n->running_published &&
-	    (r = fleet_batch_running_version(b, n->host, n->running_published, n->lease)) < 0)
+	if (n->run.running_published &&
+	    (r = fleet_batch_running_version(b, n->host, n->run.running_published, n->lease.id)) < 0)
 		return r;
-	if (n->holding &&
-	    (r = fleet_batch_holder(b, n->host, n->run_version ? n->run_version : n->model.desired,
-				    cfg->group, n->lease)) < 0)
+	if (n->rollout.slot != SLOT_NONE &&
+	    (r = fleet_batch_holder(b, n->host, n->run.version ? n->run.version : n->sync.model.desired,
+				    cfg->group, n->lease.id)) < 0)
 		return r;
 	return 0;
 }
@@ -104,9 +104,9 @@ int node_put_leased_keys(struct node *n)
 	_cleanup_(fleet_batch_freep) struct fleet_batch *b = NULL;
 	int r;
 
-	if (!n->registered &&
-	    (r = fleet_register(&n->fleet, n->host, cfg->group, n->local, (long)getpid(),
-				n->lease)) < 0)
+	if (!n->lease.registered &&
+	    (r = fleet_register(&n->fleet, n->host, cfg->group, n->run.local, (long)getpid(),
+				n->lease.id)) < 0)
 		return r;
 	if ((r = fleet_batch_new(&n->fleet, &b)) < 0 || (r = node_batch_leased_keys(n, b)) < 0)
 		return r;
@@ -115,7 +115,9 @@ int node_put_leased_keys(struct node *n)
 		node_services_forget_pending(n);
 		return r;
 	}
-	node_services_committed(n);
+	struct node_services put = node_services_take_staged(n);
+	node_services_committed(n, &put);
+	node_services_release(&put);
 	return 0;
 }
 
@@ -129,24 +131,24 @@ int node_register(struct node *n)
 	r = fleet_lease_grant(&n->fleet, ttl, &lease);
 	if (r < 0)
 		return r;
-	n->lease = lease;
-	n->lease_ttl = ttl;
-	n->lease_refreshed = asked;
+	n->lease.id = lease;
+	n->lease.ttl = ttl;
+	n->lease.refreshed = asked;
 	r = node_put_leased_keys(n);
 	if (r < 0)
 		return r;
-	n->registered = true;
+	n->lease.registered = true;
 	log_info("registered as '%s' with lease %llx (ttl %ld s)", n->host,
 		 (unsigned long long)lease, ttl);
 	if (!n->once)
-		return node_timer_arm(n, &n->keepalive, node_keepalive_first(n),
+		return node_timer_arm(n, &n->lease.keepalive, node_keepalive_first(n),
 				      node_on_keepalive);
 	return 0;
 }
 
 static void node_keepalive_arm(struct node *n, uint64_t delay)
 {
-	if (node_timer_arm(n, &n->keepalive, delay, node_on_keepalive) < 0)
+	if (node_timer_arm(n, &n->lease.keepalive, delay, node_on_keepalive) < 0)
 		log_warnx("cannot arm the keepalive timer: the lease will expire");
 }
 
@@ -169,10 +171,10 @@ static void node_keepalive_arm(struct node *n, uint64_t delay)
  */
 static uint64_t node_keepalive_retry(struct node *n)
 {
-	uint64_t now = node_now(n), ttl = (uint64_t)n->lease_ttl * USEC_PER_SEC;
-	uint64_t expiry = n->lease_refreshed + ttl;
+	uint64_t now = node_now(n), ttl = (uint64_t)n->lease.ttl * USEC_PER_SEC;
+	uint64_t expiry = n->lease.refreshed + ttl;
 
-	n->keepalive_failures++;
+	n->lease.keepalive_failures++;
 	return backoff_before(expiry > now ? expiry - now : 0, USEC_PER_SEC,
 			      node_keepalive_interval(n));
 }
@@ -183,26 +185,26 @@ static uint64_t node_keepalive_retry(struct node *n)
  * at a write every 2 s per node: that is what keeps a busy etcd busy. */
 static uint64_t node_register_retry(struct node *n)
 {
-	return backoff_delay(&node_write_backoff, ++n->keepalive_failures);
+	return backoff_delay(&node_write_backoff, ++n->lease.keepalive_failures);
 }
 
 /* The leased keys' txn ended (node_write.c). */
 static void node_reregistered(struct node *n, int r)
 {
-	n->reregistering = false;
+	n->lease.reregistering = false;
 	if (r < 0) {
 		/* When etcd's queue outlasted the new lease too, etcd says it
 		 * is not found (NotFound, -EINVAL): the next try needs a lease
 		 * of its own, or it would put under the dead one forever. */
 		log_warnx("cannot register again: %s", node_etcd_error(n));
 		if (r == -EINVAL)
-			n->lease_expired = true;
+			n->lease.expired = true;
 		node_keepalive_arm(n, node_register_retry(n));
 		return;
 	}
-	n->keys_lost = false;
-	n->keepalive_failures = 0;
-	log_info("registered again with lease %llx", (unsigned long long)n->lease);
+	n->lease.keys_lost = false;
+	n->lease.keepalive_failures = 0;
+	log_info("registered again with lease %llx", (unsigned long long)n->lease.id);
 	node_keepalive_arm(n, node_keepalive_interval(n));
 }
 
@@ -218,7 +220,7 @@ static void node_put_leased_keys_again(struct node *n)
 		node_reregistered(n, r);
 		return;
 	}
-	n->reregistering = true;
+	n->lease.reregistering = true;
 	if ((r = node_write_begin(n, b, "the leased keys", node_reregistered)) < 0)
 		node_reregistered(n, r);
 }
@@ -227,18 +229,18 @@ static void node_on_grant(int error, int64_t lease, void *userdata)
 {
 	struct node *n = userdata;
 
-	n->keepalive_call = NULL;
+	n->lease.keepalive_call = NULL;
 	if (error < 0) {
 		log_warnx("cannot grant a lease: %s", node_etcd_error(n));
 		node_keepalive_arm(n, node_register_retry(n));
 		return;
 	}
-	n->lease = lease;
-	n->lease_ttl = n->opt.config->lease_ttl;
-	n->lease_refreshed = n->keepalive_sent;
-	n->keys_lost = true;
-	n->lease_expired = false;
-	n->lease_regrants++;
+	n->lease.id = lease;
+	n->lease.ttl = n->opt.config->lease_ttl;
+	n->lease.refreshed = n->lease.keepalive_sent;
+	n->lease.keys_lost = true;
+	n->lease.expired = false;
+	n->lease.regrants++;
 	/* The new lease is kept alive from now on, even while its keys wait
 	 * for their turn in the write queue. */
 	node_keepalive_arm(n, node_keepalive_first(n));
@@ -258,15 +260,15 @@ static void node_lease_regrant(struct node *n)
 {
 	int r;
 
-	if (n->keys_lost && !n->lease_expired) {
+	if (n->lease.keys_lost && !n->lease.expired) {
 		node_put_leased_keys_again(n);	/* the lease is new: the keys only */
 		return;
 	}
 	log_warnx("lease %llx is gone, granting a new one and registering again",
-		  (unsigned long long)n->lease);
-	n->keepalive_sent = node_now(n);
+		  (unsigned long long)n->lease.id);
+	n->lease.keepalive_sent = node_now(n);
 	r = fleet_lease_grant_start(&n->fleet, n->opt.config->lease_ttl, NODE_ETCD_PATIENCE_MS,
-				    node_on_grant, n, &n->keepalive_call);
+				    node_on_grant, n, &n->lease.keepalive_call);
 	if (r < 0) {
 		log_warnx("cannot grant a lease: %s", strerror(-r));
 		node_keepalive_arm(n, node_register_retry(n));
@@ -278,24 +280,24 @@ static void node_on_keepalive_reply(int error, int64_t ttl, void *userdata)
 	struct node *n = userdata;
 	uint64_t now = node_now(n), due;
 
-	n->keepalive_call = NULL;
+	n->lease.keepalive_call = NULL;
 	if (error < 0) {
 		log_warnx("lease keepalive failed: %s", node_etcd_error(n));
 		node_keepalive_arm(n, node_keepalive_retry(n));
 		return;
 	}
 	if (ttl <= 0) {
-		if (n->reregistering)
-			n->lease_expired = true;	/* the keys' write fails, and says */
+		if (n->lease.reregistering)
+			n->lease.expired = true;	/* the keys' write fails, and says */
 		else
 			node_lease_regrant(n);
 		return;
 	}
-	n->lease_ttl = (long)ttl;
-	n->lease_refreshed = n->keepalive_sent;
-	n->keepalive_failures = 0;
+	n->lease.ttl = (long)ttl;
+	n->lease.refreshed = n->lease.keepalive_sent;
+	n->lease.keepalive_failures = 0;
 	/* the next one an interval after this one left, however long it took */
-	due = n->keepalive_sent + node_keepalive_interval(n);
+	due = n->lease.keepalive_sent + node_keepalive_interval(n);
 	node_keepalive_arm(n, due > now ? due - now : 0);
 }
 
@@ -303,15 +305,15 @@ static int node_on_keepalive(sd_event_source *s, uint64_t usec, void *userdata)
 {
 	struct node *n = userdata;
 	uint64_t now = node_now(n);
-	uint64_t ttl = (uint64_t)n->lease_ttl * USEC_PER_SEC;
+	uint64_t ttl = (uint64_t)n->lease.ttl * USEC_PER_SEC;
 	uint64_t margin = ttl / 10 < USEC_PER_SEC ? ttl / 10 : USEC_PER_SEC;
-	uint64_t expiry = n->lease_refreshed + ttl - margin;
+	uint64_t expiry = n->lease.refreshed + ttl - margin;
 	long patience_ms = expiry > now ? (long)((expiry - now) / 1000) : 0;
 	int r;
 
-	if (n->keepalive_call)
+	if (n->lease.keepalive_call)
 		return 0;	/* its end arms the next */
-	if (n->keys_lost && !n->reregistering) {
+	if (n->lease.keys_lost && !n->lease.reregistering) {
 		node_lease_regrant(n);
 		return 0;
 	}
@@ -323,27 +325,27 @@ static int node_on_keepalive(sd_event_source *s, uint64_t usec, void *userdata)
 		patience_ms = (long)(ttl / 1000);
 	if (patience_ms < n->opt.etcd.timeout_ms)
 		patience_ms = n->opt.etcd.timeout_ms;
-	r = fleet_lease_keepalive_start(&n->fleet, n->lease, patience_ms, node_on_keepalive_reply,
-					n, &n->keepalive_call);
+	r = fleet_lease_keepalive_start(&n->fleet, n->lease.id, patience_ms, node_on_keepalive_reply,
+					n, &n->lease.keepalive_call);
 	if (r < 0) {
 		log_warnx("cannot send a lease keepalive: %s", strerror(-r));
 		node_keepalive_arm(n, node_keepalive_retry(n));
 		return 0;
 	}
-	n->keepalive_sent = now;
+	n->lease.keepalive_sent = now;
 	return 0;
 }
 
 void node_keepalive_stop(struct node *n)
 {
-	node_timer_cancel(&n->keepalive);
-	fleet_call_cancel(n->keepalive_call);
-	n->keepalive_call = NULL;
+	node_timer_cancel(&n->lease.keepalive);
+	fleet_call_cancel(n->lease.keepalive_call);
+	n->lease.keepalive_call = NULL;
 }
 
 void node_keepalive_restart(struct node *n)
 {
 	node_keepalive_stop(n);
-	if (n->registered && !n->once)
+	if (n->lease.registered && !n->once)
 		node_keepalive_arm(n, 0);
 }

@@ -26,6 +26,7 @@
 #include "config/config.h"
 #include "base/log.h"
 #include "node_internal.h"
+#include "fleet/fleet_stream.h"
 #include "fleet/schema.h"
 
 /*
@@ -40,33 +41,26 @@
 static int node_dependency_catalog(struct node *n, struct catalog *tmp, const struct catalog **ret)
 {
 	const struct config *cfg = n->opt.config;
+	const struct catalog *model = &n->sync.model.catalog;
 	_cleanup_(freep) struct etcd_watch_range *ranges = NULL;
-	_cleanup_(freep) char *dir = NULL;
 	size_t count;
 	int64_t low = INT64_MAX;
 	int r;
 
-	*ret = &n->model.catalog;
-	if (!n->stream || (r = fleet_model_ranges(&n->model, &ranges, &count)) < 0)
+	*ret = model;
+	if (!n->sync.stream || (r = fleet_model_ranges(&n->sync.model, &ranges, &count)) < 0)
 		return 0;
 	for (size_t i = FLEET_MODEL_CATALOG_RANGE; i < count; i++) {
-		int64_t rev = etcd_watch_range_revision(n->stream, i);
+		int64_t rev = fleet_stream_range_revision(n->sync.stream, i);
 		if (rev < low)
 			low = rev;
 	}
-	if (low >= n->model.revision)
+	if (low >= n->sync.model.revision)
 		return 0;
-	if (!(dir = key_services_dir(n->fleet.prefix)))
-		return -ENOMEM;
-	for (size_t i = 0; i < cfg->n_depends; i++) {
-		_cleanup_(freep) char *sdir = key_service_dir(n->fleet.prefix, cfg->depends[i].service);
-		_cleanup_(etcd_kv_list_releasep) struct etcd_kv_list kvs = ETCD_KV_LIST_INIT;
-		if (!sdir)
-			return -ENOMEM;
-		if ((r = etcd_get_prefix(n->etcd, sdir, 0, n->model.revision, &kvs)) < 0 ||
-		    (r = catalog_from_kvs(&kvs, dir, tmp)) < 0)
+	for (size_t i = 0; i < cfg->n_depends; i++)
+		if ((r = fleet_read_service(&n->fleet, cfg->depends[i].service,
+					    n->sync.model.revision, tmp)) < 0)
 			return r;
-	}
 	catalog_sort(tmp);
 	*ret = tmp;
 	return 0;
@@ -111,29 +105,92 @@ char *node_missing_dependencies(struct node *n, char **ret_short)
 	return buf_detach(&b);
 }
 
-/* Gives the slot (or the place in the queue for one) back. */
+/* --- the slot -------------------------------------------------------------------------- */
+
+bool node_slot_held(const struct node *n)
+{
+	return n->rollout.slot == SLOT_HELD || n->rollout.slot == SLOT_CANARY;
+}
+
+int node_slot_batch_release(struct node *n, struct fleet_batch *b)
+{
+	int r;
+
+	if (n->rollout.slot == SLOT_NONE)
+		return 0;
+	if ((r = fleet_batch_release_holder(b, n->host)) < 0)
+		return r;
+	n->rollout.release_sent = true;
+	return 0;
+}
+
+void node_slot_release_written(struct node *n, int error)
+{
+	if (!n->rollout.release_sent)
+		return;
+	n->rollout.release_sent = false;
+	if (error == 0)
+		n->rollout.slot = SLOT_NONE;
+}
+
+/* The release's own write ended (node_drop_holder). */
+static void node_holder_dropped(struct node *n, int r)
+{
+	node_slot_release_written(n, r);
+	if (r < 0) {
+		/* The holder stays under the node's lease, which lives on:
+		 * give it back again after the backoff. */
+		log_warnx("cannot release the rollout slot: %s, will retry", node_etcd_error(n));
+		node_retry_later(n);
+		return;
+	}
+	log_debug("rollout slot released");
+}
+
+/* Gives the slot (or the place in the queue for one) back, in a write of its
+ * own, queued behind any in flight. */
 static void node_drop_holder(struct node *n)
 {
-	if (!n->holding)
+	struct fleet_batch *b = NULL;
+	int r;
+
+	if (n->rollout.slot == SLOT_NONE || n->rollout.release_sent)
 		return;
-	_cleanup_(freep) char *key = key_rollout_holder(n->fleet.prefix, n->host);
-	if (!key || etcd_delete(n->etcd, key) < 0)
-		log_warnx("cannot release rollout slot: %s, its lease will", node_etcd_error(n));
-	else
-		log_debug("rollout slot released");
-	n->holding = false;
-	n->has_slot = false;
+	if ((r = fleet_batch_new(&n->fleet, &b)) < 0 || (r = node_slot_batch_release(n, b)) < 0) {
+		fleet_batch_free(b);
+		node_holder_dropped(n, r);
+		return;
+	}
+	if ((r = node_write_begin(n, b, "the rollout slot's release", node_holder_dropped)) < 0)
+		node_holder_dropped(n, r);
 }
 
 void node_unwatch_stage(struct node *n)
 {
-	n->stage_watch = etcd_watch_stop(n->stage_watch);
+	n->rollout.stage_watch = fleet_stream_stop(n->rollout.stage_watch);
 }
 
 /* Done with the rollout, or no policy: no slot, no waiting for a group. */
 void node_release_slot(struct node *n)
 {
 	node_drop_holder(n);
+	node_unwatch_stage(n);
+}
+
+void node_rollout_idle(struct node *n)
+{
+	node_timer_cancel(&n->rollout.progress_timer);
+	node_release_slot(n);
+}
+
+void node_progress_cancel(struct node *n)
+{
+	node_timer_cancel(&n->rollout.progress_timer);
+}
+
+void node_rollout_stop(struct node *n)
+{
+	node_timer_cancel(&n->rollout.progress_timer);
 	node_unwatch_stage(n);
 }
 
@@ -146,23 +203,15 @@ static int node_on_stage_events(const struct etcd_event *ev, size_t count, int64
 }
 
 /* While the node waits for an earlier group: what can end the wait is a host
- * reaching the version (running_version/) or a host dying or joining
- * (alive/); a new policy comes on the node's own stream.  Watched from the
- * revision the decision was made at. */
+ * reaching the version or a host dying or joining (fleet_stage_stream_start);
+ * a new policy comes on the node's own stream.  Watched from the revision the
+ * decision was made at. */
 static int node_watch_stage(struct node *n, int64_t from)
 {
-	const char *P = n->fleet.prefix;
-	_cleanup_(freep) char *kr = key_running_version_dir(P);
-	_cleanup_(freep) char *ka = key_alive_dir(P);
-
-	if (n->stage_watch)
+	if (n->rollout.stage_watch)
 		return 0;
-	if (!kr || !ka)
-		return -ENOMEM;
-	struct etcd_watch_range ranges[] = { { kr, true, from }, { ka, true, from } };
-	return etcd_watch_start_ranges(n->etcd, ranges, ELEMENTSOF(ranges), node_watch_idle_ms(n),
-				       node_on_stage_events, node_on_watch_error, n,
-				       &n->stage_watch);
+	return fleet_stage_stream_start(&n->fleet, from, node_watch_idle_ms(n), node_on_stage_events,
+					node_on_watch_error, n, &n->rollout.stage_watch);
 }
 
 /* The alive hosts max_fail_percent is a share of (one count-only read). */
@@ -184,11 +233,11 @@ static void node_queued(struct node *n, int r)
 {
 	if (r < 0) {
 		log_warnx("cannot take a rollout slot: %s", node_etcd_error(n));
-		set_str(&n->pending_detail, NULL);
+		node_pending_said(n, NULL);
 		node_retry_later(n);
 		return;
 	}
-	n->holding = true;
+	n->rollout.slot = SLOT_QUEUED;
 	node_retry_reset(n);
 }
 
@@ -208,37 +257,37 @@ static int node_queue(struct node *n)
 	if (!detail || asprintf(&said, "slot: %s", detail) < 0)
 		return -ENOMEM;
 	if ((r = fleet_batch_new(&n->fleet, &b)) < 0 ||
-	    (r = fleet_batch_holder(b, n->host, n->model.desired, n->opt.config->group,
-				    n->lease)) < 0 ||
+	    (r = fleet_batch_holder(b, n->host, n->sync.model.desired, n->opt.config->group,
+				    n->lease.id)) < 0 ||
 	    (say && (r = fleet_batch_status_extra(b, n->host, STATUS_PUPPET, STATE_PENDING,
-						  n->model.desired, -1, detail, &x)) < 0)) {
+						  n->sync.model.desired, -1, detail, &x)) < 0)) {
 		fleet_batch_free(b);
 		return r;
 	}
 	if ((r = node_write_begin(n, b, "a place in the slot queue", node_queued)) < 0)
 		return r;
 	if (say)
-		set_str(&n->pending_detail, said);
+		node_pending_said(n, said);
 	return 0;
 }
 
 /* Past the canaries, promote is what the host waits for first; under
  * auto_promote the first in the queue speaks for it (the txn makes it once). */
-static int node_auto_promote(struct node *n, const struct rollout_decision *d)
+int node_promote_if_due(struct node *n, const struct slot_wait *w)
 {
-	const struct rollout_policy *policy = &n->model.policy;
+	const struct rollout_policy *policy = &n->sync.model.policy;
 	_cleanup_(freep) char *by = NULL;
 	int r;
 
-	if (!policy->auto_promote || d->rank != 0 || d->canaries_done < (size_t)policy->canary ||
-	    d->failed > 0)
+	if (!w->canary || !policy->auto_promote || w->rank != 0 ||
+	    w->canaries_done < (size_t)policy->canary || w->failed > 0)
 		return 0;
 	if (asprintf(&by, "auto (%s)", n->host) < 0)
 		return -ENOMEM;
-	r = fleet_promote(&n->fleet, by, n->model.trigger, NULL);
+	r = fleet_promote(&n->fleet, by, n->sync.model.trigger, NULL);
 	if (r > 0)
-		log_fields(LOG_NOTICE, n->model.desired, NULL,
-			   "canaries of %s validated with no failure: promoted", n->model.desired);
+		log_fields(LOG_NOTICE, n->sync.model.desired, NULL,
+			   "canaries of %s validated with no failure: promoted", n->sync.model.desired);
 	return r < 0 ? r : 0;
 }
 
@@ -258,19 +307,19 @@ static int node_auto_promote(struct node *n, const struct rollout_decision *d)
  */
 int node_take_slot(struct node *n, struct slot_wait *ret_wait)
 {
-	const struct rollout_policy *policy = &n->model.policy;
+	const struct rollout_policy *policy = &n->sync.model.policy;
 	const struct config *cfg = n->opt.config;
-	struct rollout_ask ask = { .alive = -1, .has_slot = n->has_slot };
+	struct rollout_ask ask = { .alive = -1, .has_slot = node_slot_held(n) };
 	struct rollout_decision d = { 0 };
 	int r;
 
-	if (n->model.policy_state == 0) {
+	if (n->sync.model.policy_state == 0) {
 		node_release_slot(n);
 		return 1;
 	}
-	if (policy->n_groups && !n->has_slot) {
+	if (policy->n_groups && !node_slot_held(n)) {
 		int64_t revision = 0;
-		r = fleet_stage_ready(&n->fleet, policy, cfg->group, n->host, n->model.desired,
+		r = fleet_stage_ready(&n->fleet, policy, cfg->group, n->host, n->sync.model.desired,
 				      &ret_wait->group, &ret_wait->behind, &revision);
 		if (r < 0)
 			return r;
@@ -280,7 +329,7 @@ int node_take_slot(struct node *n, struct slot_wait *ret_wait)
 		}
 		node_unwatch_stage(n);
 	}
-	if (!n->has_slot) {
+	if (!node_slot_held(n)) {
 		if (policy->max_parallel > 0)
 			ask.limit = policy->max_parallel;
 		else if (policy->max_percent > 0 &&
@@ -288,9 +337,9 @@ int node_take_slot(struct node *n, struct slot_wait *ret_wait)
 			return r;
 	}
 	for (;;) {
-		ask.queued = n->holding;
+		ask.queued = n->rollout.slot != SLOT_NONE;
 		free(d.halt_reason);
-		if ((r = fleet_model_decide(&n->model, &ask, &d)) < 0)
+		if ((r = fleet_model_decide(&n->sync.model, &ask, &d)) < 0)
 			return r;
 		if (d.verdict == ROLLOUT_QUEUE) {
 			/* Its place is known once its key is back on the
@@ -312,16 +361,16 @@ int node_take_slot(struct node *n, struct slot_wait *ret_wait)
 	ret_wait->holders = d.ranked ? d.in_stage : d.in_stage + 1;
 	ret_wait->ranked = d.ranked;
 	ret_wait->rank = d.rank;
+	ret_wait->failed = d.failed;
 	switch (d.verdict) {
 	case ROLLOUT_START:
-		if (n->has_slot)
+		if (node_slot_held(n))
 			return 1;
 		if (!d.ranked) {
 			node_release_slot(n);	/* groups alone: the whole group at once */
 			return 1;
 		}
-		n->has_slot = true;
-		n->canary_run = d.canary;
+		n->rollout.slot = d.canary ? SLOT_CANARY : SLOT_HELD;
 		if (d.canary)
 			log_info("rollout slot taken as canary %zu of %ld",
 				 d.canaries_done + d.failed + d.rank + 1, policy->canary);
@@ -335,7 +384,7 @@ int node_take_slot(struct node *n, struct slot_wait *ret_wait)
 		return 0;
 	case ROLLOUT_WAIT_CANARY:
 		ret_wait->canary = true;
-		return node_auto_promote(n, &d);
+		return 0;
 	default:
 		return 0;
 	}
@@ -344,7 +393,7 @@ int node_take_slot(struct node *n, struct slot_wait *ret_wait)
 char *node_slot_detail(struct node *n)
 {
 	char *s = NULL;
-	return asprintf(&s, "waiting for a rollout slot for %s", or_none(n->model.desired)) < 0 ? NULL
+	return asprintf(&s, "waiting for a rollout slot for %s", or_none(n->sync.model.desired)) < 0 ? NULL
 												: s;
 }
 
@@ -352,18 +401,18 @@ char *node_slot_detail(struct node *n)
 
 bool node_halt_pending(const struct node *n)
 {
-	return n->halt_revision > 0 && n->model.revision < n->halt_revision;
+	return n->rollout.halt_revision > 0 && n->sync.model.revision < n->rollout.halt_revision;
 }
 
 bool node_failed_here(const struct node *n)
 {
-	return n->attempts > 0 && str_eq(n->fail_version, n->model.desired) &&
-	       n->fail_trigger == n->model.trigger;
+	return n->run.attempts > 0 && streq_ptr(n->run.fail_version, n->sync.model.desired) &&
+	       n->run.fail_trigger == n->sync.model.trigger;
 }
 
 int node_halt(struct node *n, const char *reason, size_t failed)
 {
-	const struct fleet_model *m = &n->model;
+	const struct fleet_model *m = &n->sync.model;
 	_cleanup_(freep) char *reverted = NULL;
 	int64_t revision = 0;
 	int r;
@@ -375,7 +424,7 @@ int node_halt(struct node *n, const char *reason, size_t failed)
 	/* Until the stream brings the model to the halt's revision, this node
 	 * alone knows of it: node_evaluate_run() takes it as halted. */
 	if (r > 0 || r == -EACCES)
-		n->halt_revision = revision;
+		n->rollout.halt_revision = revision;
 	if (r == -EACCES) {
 		log_fields(LOG_ERR, m->desired, NULL,
 			   "halted the rollout of %s (%s), but etcd refused the automatic revert: "
@@ -385,7 +434,7 @@ int node_halt(struct node *n, const char *reason, size_t failed)
 	if (r < 0) {
 		log_warnx("cannot halt the rollout of %s (%s): %s, will retry", m->desired, reason,
 			  node_etcd_error(n));
-		n->budget_trigger = 0;
+		n->rollout.budget_trigger = 0;
 		node_retry_later(n);
 		return 0;
 	}
@@ -410,7 +459,7 @@ int node_halt(struct node *n, const char *reason, size_t failed)
  */
 int node_check_budget(struct node *n)
 {
-	const struct fleet_model *m = &n->model;
+	const struct fleet_model *m = &n->sync.model;
 	_cleanup_(freep) char *reason = NULL;
 	size_t failed;
 	int r;
@@ -419,13 +468,13 @@ int node_check_budget(struct node *n)
 	    !fleet_model_failed_here(m, false) || fleet_model_halted(m, NULL))
 		return 0;
 	failed = fleet_model_failures(m);
-	if (n->budget_trigger == m->trigger && n->budget_count == failed)
+	if (n->rollout.budget_trigger == m->trigger && n->rollout.budget_count == failed)
 		return 0;
-	n->budget_trigger = m->trigger;
-	n->budget_count = failed;
+	n->rollout.budget_trigger = m->trigger;
+	n->rollout.budget_count = failed;
 	r = node_budget_exceeded(n, failed, &reason);
 	if (r < 0) {
-		n->budget_trigger = 0;
+		n->rollout.budget_trigger = 0;
 		node_retry_later(n);
 		return 0;
 	}
@@ -443,9 +492,9 @@ int node_check_budget(struct node *n)
  */
 int node_check_released(struct node *n)
 {
-	const struct fleet_model *m = &n->model;
+	const struct fleet_model *m = &n->sync.model;
 	struct rollout_holder *gone = NULL;
-	size_t n_gone = fleet_model_take_released(&n->model, &gone);
+	size_t n_gone = node_sync_take_released(n, &gone);
 	size_t rank, in_stage;
 	size_t wrote = 0;
 
@@ -489,11 +538,11 @@ int node_check_released(struct node *n)
  * (max_fail_percent counts the alive hosts, one read, when a host failed). */
 int node_budget_exceeded(struct node *n, size_t failed, char **ret_reason)
 {
-	const struct rollout_policy *p = &n->model.policy;
+	const struct rollout_policy *p = &n->sync.model.policy;
 	long alive = -1;
 	int r;
 
-	if (n->model.policy_state != 1)
+	if (n->sync.model.policy_state != 1)
 		return 0;
 	r = rollout_budget_spent(p, failed, alive, ret_reason);
 	if (r == -EAGAIN) {
@@ -511,12 +560,12 @@ static int node_on_progress_deadline(sd_event_source *s, uint64_t usec, void *us
 	struct node *n = userdata;
 	_cleanup_(freep) char *reason = NULL;
 
-	node_timer_cancel(&n->progress_timer);
-	if (n->state != NODE_WAIT_SLOT || n->progress_releases != n->model.holder_releases)
+	node_timer_cancel(&n->rollout.progress_timer);
+	if (n->state != NODE_WAIT_SLOT || n->rollout.progress_releases != n->sync.model.holder_releases)
 		return 0;
 	if (asprintf(&reason, "no rollout slot freed for %ld s (progress_deadline)",
-		     n->model.policy.progress_deadline) >= 0)
-		(void)node_halt(n, reason, fleet_model_failures(&n->model));
+		     n->sync.model.policy.progress_deadline) >= 0)
+		(void)node_halt(n, reason, fleet_model_failures(&n->sync.model));
 	return 0;
 }
 
@@ -524,16 +573,16 @@ static int node_on_progress_deadline(sd_event_source *s, uint64_t usec, void *us
  * every freed slot starts the deadline again. */
 void node_watch_progress(struct node *n, const struct slot_wait *w)
 {
-	long deadline = n->model.policy.progress_deadline;
+	long deadline = n->sync.model.policy.progress_deadline;
 
 	if (deadline <= 0 || !w->ranked || w->canary || (long)w->rank != w->limit) {
-		node_timer_cancel(&n->progress_timer);
+		node_timer_cancel(&n->rollout.progress_timer);
 		return;
 	}
-	if (n->progress_timer && n->progress_releases == n->model.holder_releases)
+	if (n->rollout.progress_timer && n->rollout.progress_releases == n->sync.model.holder_releases)
 		return;
-	n->progress_releases = n->model.holder_releases;
-	if (node_timer_arm(n, &n->progress_timer, (uint64_t)deadline * USEC_PER_SEC,
+	n->rollout.progress_releases = n->sync.model.holder_releases;
+	if (node_timer_arm(n, &n->rollout.progress_timer, (uint64_t)deadline * USEC_PER_SEC,
 			   node_on_progress_deadline) < 0)
 		log_warnx("cannot arm the progress deadline timer");
 }

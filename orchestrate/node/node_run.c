@@ -43,6 +43,7 @@
 #include "output/hiera.h"
 #include "config/local.h"
 #include "base/strv.h"
+#include "base/utf8.h"
 #include "fleet/fleet_rollout.h"
 #include "base/log.h"
 #include "node_internal.h"
@@ -59,8 +60,8 @@ void node_read_local(struct node *n)
 	_cleanup_(freep) char *version = NULL;
 	int r = local_version_read(n->opt.local_version_file, &version);
 
-	free(n->local);
-	n->local = NULL;
+	free(n->run.local);
+	n->run.local = NULL;
 	if (r == -ENOENT)
 		return;
 	if (r == -EINVAL)
@@ -70,7 +71,7 @@ void node_read_local(struct node *n)
 		log_warnx("cannot read local version file '%s': %s, taking none",
 			  n->opt.local_version_file, strerror(-r));
 	else
-		n->local = TAKE_PTR(version);
+		n->run.local = TAKE_PTR(version);
 }
 
 static int node_write_local(struct node *n, const char *version)
@@ -78,7 +79,7 @@ static int node_write_local(struct node *n, const char *version)
 	int r = local_version_write(n->opt.local_version_file, version);
 	if (r < 0)
 		return r;
-	set_str(&n->local, version);
+	set_str(&n->run.local, version);
 	return 0;
 }
 
@@ -113,7 +114,7 @@ int node_build_env(struct node *n, const char *version, char ***ret)
 	} while (0)
 	ADD("ORCHESTRATE_HOST", n->host);
 	ADD("ORCHESTRATE_VERSION", version);
-	ADD("ORCHESTRATE_PREVIOUS_VERSION", n->run_previous ? n->run_previous : n->local);
+	ADD("ORCHESTRATE_PREVIOUS_VERSION", n->run.previous ? n->run.previous : n->run.local);
 	ADD("ORCHESTRATE_SERVICES_FILE", n->opt.config->hiera_services);
 	buf_reset(&b);
 	if ((r = buf_adds(&b, "ORCHESTRATE_ETCD=")) < 0)
@@ -180,26 +181,26 @@ static void node_run_hook(struct node *n, enum node_state which)
 	const char *name = node_hook_name(which);
 	int r;
 
-	node_set_state(n, which, "running %s for %s", name, n->run_version);
+	node_set_state(n, which, "running %s for %s", name, n->run.version);
 	if (which == NODE_RUN_CONFIG || which == NODE_RUN_UPGRADE)
-		n->config_gen = n->hiera_gen;
+		node_catalog_config_started(n);
 	if (!path || !*path) {
 		struct hook_result ok = { .output = "" };
-		log_fields(LOG_INFO, n->run_version, name, "no %s hook configured, skipping", name);
+		log_fields(LOG_INFO, n->run.version, name, "no %s hook configured, skipping", name);
 		node_hook_finished(n, which, &ok);
 		return;
 	}
-	r = node_build_env(n, n->run_version, &env);
+	r = node_build_env(n, n->run.version, &env);
 	if (r >= 0)
 		node_hook_started(n, name);
 	if (r >= 0)
 		r = hook_spawn(n->event, name, path, env, n->opt.config->hook_timeout,
-			       n->run_version, node_on_run_hook, n, &n->run_hook);
+			       n->run.version, node_on_run_hook, n, &n->run.hook);
 	if (r < 0) {
 		_cleanup_(buf_releasep) struct buf d = BUF_INIT;
 		struct hook_result bad = { .exit_code = 127 };
 		(void)buf_printf(&d, "cannot run %s hook '%s': %s", name, path, strerror(-r));
-		log_fields(LOG_ERR, n->run_version, name, "%s", buf_str(&d));
+		log_fields(LOG_ERR, n->run.version, name, "%s", buf_str(&d));
 		bad.output = buf_str(&d);
 		node_hook_ended(n, name, &bad);
 		node_hook_finished(n, which, &bad);
@@ -213,9 +214,9 @@ static void node_on_run_hook(struct hook *h, const struct hook_result *res, void
 	_cleanup_(freep) char *what = hook_result_describe(res);
 
 	/* res points into the hook: free it only after the result was used. */
-	_cleanup_(hook_freep) struct hook *done = TAKE_PTR(n->run_hook);
+	_cleanup_(hook_freep) struct hook *done = TAKE_PTR(n->run.hook);
 
-	log_fields(res->exit_code == 0 ? LOG_INFO : LOG_WARNING, n->run_version, hook_name(h),
+	log_fields(res->exit_code == 0 ? LOG_INFO : LOG_WARNING, n->run.version, hook_name(h),
 		   "hook '%s' %s", hook_name(h), or_none(what));
 	node_hook_ended(n, hook_name(h), res);
 	if (n->stopping) {
@@ -231,63 +232,47 @@ static void node_on_run_hook(struct hook *h, const struct hook_result *res, void
 static char *node_detail(const struct hook_result *res)
 {
 	_cleanup_(freep) char *what = hook_result_describe(res);
+	_cleanup_(freep) char *tail = NULL;
 	struct buf b = BUF_INIT;
-	const char *out = res->output ? res->output : "";
-	size_t len = strlen(out), room;
+	size_t room;
 
 	/* The detail keeps its last SCHEMA_DETAIL_MAX bytes: cut the output
-	 * here so that the reason in front survives a hook that printed a lot,
-	 * and never in the middle of a UTF-8 sequence. */
+	 * here so that the reason in front survives a hook that printed a lot
+	 * (utf8_tail never cuts a UTF-8 sequence). */
 	(void)buf_adds(&b, or_none(what));
 	room = SCHEMA_DETAIL_MAX > b.len + 1 ? SCHEMA_DETAIL_MAX - b.len - 1 : 0;
-	if (len > room) {
-		out += len - room;
-		while (*out && ((unsigned char)*out & 0xc0) == 0x80)
-			out++;
-	}
-	if (*out) {
+	if (utf8_tail(res->output ? res->output : "", room, &tail) >= 0 && *tail) {
 		(void)buf_addc(&b, '\n');
-		(void)buf_adds(&b, out);
+		(void)buf_adds(&b, tail);
 	}
 	return buf_detach(&b);
 }
 
 /* --- what an outcome writes ------------------------------------------------------------ */
 
-/* The failure txn gave the slot back (node_batch_failure). */
-static void node_slot_released(struct node *n)
-{
-	if (!n->releasing)
-		return;
-	n->releasing = false;
-	n->holding = false;
-	n->has_slot = false;
-	n->canary_run = false;
-}
-
 /* One more failed attempt at the run's rollout (a new rollout starts the
  * count again); its status value says how many and since when. */
 static void node_count_failure(struct node *n, struct status_extra *x)
 {
-	if (!str_eq(n->fail_version, n->run_version) || n->fail_trigger != n->run_trigger) {
-		set_str(&n->fail_version, n->run_version);
-		n->fail_trigger = n->run_trigger;
-		n->attempts = 0;
-		n->first_failure = fleet_now();
+	if (!streq_ptr(n->run.fail_version, n->run.version) || n->run.fail_trigger != n->run.trigger) {
+		set_str(&n->run.fail_version, n->run.version);
+		n->run.fail_trigger = n->run.trigger;
+		n->run.attempts = 0;
+		n->run.first_failure = fleet_now();
 	}
-	n->attempts++;
-	*x = (struct status_extra){ .attempts = n->attempts, .first_failure = n->first_failure };
+	n->run.attempts++;
+	*x = (struct status_extra){ .attempts = n->run.attempts, .first_failure = n->run.first_failure };
 }
 
 /* The failure record the budget counts (fleet_rollout.h): once per rollout,
  * so a host failing again and again costs the fleet one event. */
 static int node_batch_failure(struct node *n, struct fleet_batch *b, const char *stage)
 {
-	const struct fleet_model *m = &n->model;
+	const struct fleet_model *m = &n->sync.model;
 	int r;
 
-	bool current = n->run_trigger > 0 && n->run_trigger == m->trigger &&
-		       str_eq(n->run_version, m->desired);
+	bool current = n->run.trigger > 0 && n->run.trigger == m->trigger &&
+		       streq_ptr(n->run.version, m->desired);
 	bool recorded = fleet_model_failed_here(m, false);
 
 	/* Under a failure budget a failed host gives its slot back, so that
@@ -296,19 +281,16 @@ static int node_batch_failure(struct node *n, struct fleet_batch *b, const char 
 	 * spends the budget keeps its slot too: no other host may start
 	 * between it and the halt (node_check_budget, once this record is
 	 * seen). */
-	if (n->holding && current && m->policy_state == 1 &&
+	if (n->rollout.slot != SLOT_NONE && current && m->policy_state == 1 &&
 	    rollout_policy_has_budget(&m->policy)) {
 		_cleanup_(freep) char *reason = NULL;
 		r = node_budget_exceeded(n, fleet_model_failures(m) + !recorded, &reason);
-		if (r == 0) {
-			if ((r = fleet_batch_release_holder(b, n->host)) < 0)
-				return r;
-			n->releasing = true;
-		}
+		if (r == 0 && (r = node_slot_batch_release(n, b)) < 0)
+			return r;
 	}
 	if (!current || recorded)
 		return 0;
-	return fleet_batch_failure(b, n->host, n->run_version, n->run_trigger, n->attempts, stage);
+	return fleet_batch_failure(b, n->host, n->run.version, n->run.trigger, n->run.attempts, stage);
 }
 
 /* A failure's txn (config or validation) ended (node_write.c): the slot it
@@ -319,10 +301,10 @@ static void node_failure_written(struct node *n, int r)
 	if (r < 0) {
 		log_warnx("cannot record the failed run: %s",
 			  r == -EINVAL ? strerror(-r) : node_etcd_error(n));
-		n->releasing = false;
+		node_slot_release_written(n, r);
 		return;
 	}
-	node_slot_released(n);
+	node_slot_release_written(n, 0);
 }
 
 /* A failed config (or upgrade) run: puppet/failed, and the node's services
@@ -337,7 +319,7 @@ static void node_record_config_failure(struct node *n, int exit_code, const char
 
 	node_count_failure(n, &x);
 	if ((r = fleet_batch_new(&n->fleet, &b)) < 0 ||
-	    (r = fleet_batch_status_extra(b, n->host, STATUS_PUPPET, STATE_FAILED, n->run_version,
+	    (r = fleet_batch_status_extra(b, n->host, STATUS_PUPPET, STATE_FAILED, n->run.version,
 					  exit_code, detail, &x)) < 0 ||
 	    (r = node_batch_failure(n, b, stage)) < 0 ||
 	    (r = node_batch_services(n, b, false, false)) < 0) {
@@ -369,7 +351,7 @@ static int node_record_end(struct node *n, const char *version, bool validated,
 		node_count_failure(n, &x);
 	if ((r = fleet_batch_new(&n->fleet, &b)) < 0 ||
 	    (r = fleet_batch_status(b, n->host, STATUS_PUPPET, STATE_SUCCESS, version,
-				    n->config_exit_code, NULL)) < 0 ||
+				    n->run.config_exit_code, NULL)) < 0 ||
 	    (r = fleet_batch_status_extra(b, n->host, STATUS_VALIDATION,
 					  validated ? STATE_SUCCESS : STATE_FAILED, version,
 					  validation_code, detail, &x)) < 0 ||
@@ -378,13 +360,13 @@ static int node_record_end(struct node *n, const char *version, bool validated,
 	if (!validated && (r = node_batch_failure(n, b, stage)) < 0)
 		goto fail;
 	if (validated) {
-		if ((r = fleet_batch_running_version(b, n->host, version, n->lease)) < 0 ||
-		    (r = fleet_batch_alive(b, n->host, version, (long)getpid(), n->lease)) < 0 ||
-		    (n->holding && (r = fleet_batch_release_holder(b, n->host)) < 0) ||
-		    (fleet_model_failed_here(&n->model, true) &&
+		if ((r = fleet_batch_running_version(b, n->host, version, n->lease.id)) < 0 ||
+		    (r = fleet_batch_alive(b, n->host, version, (long)getpid(), n->lease.id)) < 0 ||
+		    (r = node_slot_batch_release(n, b)) < 0 ||
+		    (fleet_model_failed_here(&n->sync.model, true) &&
 		     (r = fleet_batch_clear_failure(b, n->host)) < 0) ||
-		    (n->canary_run && n->run_trigger == n->model.trigger &&
-		     (r = fleet_batch_canary(b, n->host, version, n->run_trigger)) < 0))
+		    (n->rollout.slot == SLOT_CANARY && n->run.trigger == n->sync.model.trigger &&
+		     (r = fleet_batch_canary(b, n->host, version, n->run.trigger)) < 0))
 			goto fail;
 	}
 	r = node_write_begin(n, TAKE_PTR(b), validated ? "the run's success" : "validation/failed",
@@ -394,7 +376,7 @@ static int node_record_end(struct node *n, const char *version, bool validated,
 	return 0;
 fail:
 	node_services_forget_pending(n);
-	n->releasing = false;
+	node_slot_release_written(n, r);
 	return r;
 }
 
@@ -404,32 +386,29 @@ fail:
 static void node_success_written(struct node *n, int r)
 {
 	if (r < 0) {
-		log_fields(LOG_WARNING, n->local, NULL, "cannot record the run at '%s': %s, will retry",
-			   or_none(n->local), node_etcd_error(n));
-		n->releasing = false;
-		n->success_owed = true;
+		log_fields(LOG_WARNING, n->run.local, NULL, "cannot record the run at '%s': %s, will retry",
+			   or_none(n->run.local), node_etcd_error(n));
+		node_slot_release_written(n, r);
+		n->run.success_owed = true;
 		node_retry_later(n);
 		return;
 	}
-	if (n->success_owed)
-		log_info("run at '%s' recorded", or_none(n->local));
-	n->success_owed = false;
+	if (n->run.success_owed)
+		log_info("run at '%s' recorded", or_none(n->run.local));
+	n->run.success_owed = false;
 	node_retry_reset(n);
-	node_slot_released(n);
-	n->holding = false;
-	n->has_slot = false;
-	n->canary_run = false;
-	n->attempts = 0;
-	set_str(&n->fail_version, NULL);
+	node_slot_release_written(n, 0);
+	n->run.attempts = 0;
+	set_str(&n->run.fail_version, NULL);
 }
 
 /* From idle: writes again what a successful run could not. */
 void node_retry_owed(struct node *n)
 {
-	if (!n->success_owed || !n->local || n->retry_timer || n->write)
+	if (!n->run.success_owed || !n->run.local || n->retry_timer || n->write)
 		return;		/* nothing owed, its retry is not due yet, or in flight */
-	if (node_record_end(n, n->local, true, 0, NULL, NULL) < 0) {
-		log_warnx("cannot record the run at '%s': %s, will retry", n->local,
+	if (node_record_end(n, n->run.local, true, 0, NULL, NULL) < 0) {
+		log_warnx("cannot record the run at '%s': %s, will retry", n->run.local,
 			  node_etcd_error(n));
 		node_retry_later(n);
 	}
@@ -443,22 +422,22 @@ static char *node_failure_detail(struct node *n, const struct hook_result *res,
 	char *out = NULL;
 
 	*ret_stage = stage;
-	if (!n->deadline_passed)
+	if (!n->run.deadline_passed)
 		return TAKE_PTR(detail);
 	*ret_stage = "deadline";
 	if (asprintf(&out, "healthy_deadline of %ld s passed, hook killed: %s",
-		     n->model.policy.healthy_deadline, or_none(detail)) < 0)
+		     n->sync.model.policy.healthy_deadline, or_none(detail)) < 0)
 		return TAKE_PTR(detail);
 	return out;
 }
 
 static void node_upgrade_done(struct node *n, const struct hook_result *res)
 {
-	if (res->exit_code != 0 || n->deadline_passed) {
+	if (res->exit_code != 0 || n->run.deadline_passed) {
 		const char *stage;
 		_cleanup_(freep) char *detail = node_failure_detail(n, res, &stage, "config");
 		node_record_config_failure(n, res->exit_code, detail, stage);
-		node_run_failed(n, n->deadline_passed ? "healthy_deadline" : "upgrade");
+		node_run_failed(n, n->run.deadline_passed ? "healthy_deadline" : "upgrade");
 		return;
 	}
 	node_run_hook(n, NODE_RUN_CONFIG);
@@ -468,8 +447,8 @@ static void node_upgrade_done(struct node *n, const struct hook_result *res)
 static int node_on_publish_timer(sd_event_source *s, uint64_t usec, void *userdata)
 {
 	struct node *n = userdata;
-	node_timer_cancel(&n->publish_timer);
-	if (!n->published)
+	node_timer_cancel(&n->run.publish_timer);
+	if (!n->catalog.published)
 		(void)node_publish_services(n, false, false);
 	return 0;
 }
@@ -484,22 +463,21 @@ static void node_config_done(struct node *n, const struct hook_result *res)
 					   : status_from_result(STATUS_PUPPET, code);
 	/* The config hook saw the hiera file as it was when it started: a
 	 * services run for that same file would only repeat it. */
-	if (n->services_gen < n->config_gen)
-		n->services_gen = n->config_gen;
-	if (st != STATE_SUCCESS || n->deadline_passed) {
+	node_catalog_config_ended(n);
+	if (st != STATE_SUCCESS || n->run.deadline_passed) {
 		const char *stage;
 		_cleanup_(freep) char *detail = node_failure_detail(n, res, &stage, "config");
 		node_record_config_failure(n, res->exit_code, detail, stage);
-		node_run_failed(n, n->deadline_passed ? "healthy_deadline" : "config");
+		node_run_failed(n, n->run.deadline_passed ? "healthy_deadline" : "config");
 		return;
 	}
-	n->config_exit_code = res->exit_code;
+	n->run.config_exit_code = res->exit_code;
 	/* After the first config run the node's services are published (not
 	 * healthy until validation succeeds): this breaks the circular wait
 	 * of two nodes depending on each other.  Later runs change them only
 	 * at the end, and only if their value changed. */
-	if (!n->published &&
-	    node_timer_arm(n, &n->publish_timer, EARLY_PUBLISH_USEC, node_on_publish_timer) < 0)
+	if (!n->catalog.published &&
+	    node_timer_arm(n, &n->run.publish_timer, EARLY_PUBLISH_USEC, node_on_publish_timer) < 0)
 		(void)node_publish_services(n, false, false);
 	node_run_hook(n, NODE_RUN_VALIDATE);
 }
@@ -508,39 +486,39 @@ static void node_validate_done(struct node *n, const struct hook_result *res)
 {
 	_cleanup_(freep) char *detail = NULL;
 	_cleanup_(freep) char *version = NULL;
-	bool ok = res->exit_code == 0 && !res->signal && !res->timed_out && !n->deadline_passed;
-	long bake = n->model.policy_state == 1 ? n->model.policy.min_healthy_time : 0;
+	bool ok = res->exit_code == 0 && !res->signal && !res->timed_out && !n->run.deadline_passed;
+	long bake = n->sync.model.policy_state == 1 ? n->sync.model.policy.min_healthy_time : 0;
 	int r;
 
-	node_timer_cancel(&n->publish_timer);	/* the end txn publishes */
+	node_timer_cancel(&n->run.publish_timer);	/* the end txn publishes */
 	if (!ok) {
 		const char *stage;
 		detail = node_failure_detail(n, res, &stage, "validation");
-		if ((r = node_record_end(n, n->run_version, false, res->exit_code, detail, stage)) < 0)
+		if ((r = node_record_end(n, n->run.version, false, res->exit_code, detail, stage)) < 0)
 			node_failure_written(n, r);
-		n->validation_failed = true;
-		node_run_failed(n, n->deadline_passed ? "healthy_deadline" : "validation");
+		n->run.validation_failed = true;
+		node_run_failed(n, n->run.deadline_passed ? "healthy_deadline" : "validation");
 		return;
 	}
-	node_timer_cancel(&n->deadline_timer);
-	if (!n->baked && bake > 0 && n->has_slot) {
+	node_timer_cancel(&n->run.deadline_timer);
+	if (!n->run.baked && bake > 0 && node_slot_held(n)) {
 		/* min_healthy_time: the host keeps its slot (so the rollout
 		 * does not move on) and validates again at the end. */
-		n->baked = true;
-		if (!n->published)	/* the end is min_healthy_time away */
+		n->run.baked = true;
+		if (!n->catalog.published)	/* the end is min_healthy_time away */
 			(void)node_publish_services(n, false, false);
 		node_set_state(n, NODE_BAKE, "validated %s, validating again in %ld s (min_healthy_time)",
-			       n->run_version, bake);
-		if (node_timer_arm(n, &n->run_timer, (uint64_t)bake * USEC_PER_SEC,
+			       n->run.version, bake);
+		if (node_timer_arm(n, &n->run.timer, (uint64_t)bake * USEC_PER_SEC,
 				   node_on_bake_timer) >= 0)
 			return;
 	}
-	version = TAKE_PTR(n->run_version);
+	version = TAKE_PTR(n->run.version);
 	r = node_write_local(n, version);
 	if (r < 0) {
 		log_fields(LOG_ERR, version, NULL, "cannot write local version file '%s': %s",
 			   n->opt.local_version_file, strerror(-r));
-		n->run_version = TAKE_PTR(version);
+		n->run.version = TAKE_PTR(version);
 		node_run_failed(n, "local version file");
 		return;
 	}
@@ -550,14 +528,14 @@ static void node_validate_done(struct node *n, const struct hook_result *res)
 	 * check ran) goes into the detail too. */
 	if (res->output && *res->output)
 		detail = node_detail(res);
-	set_str(&n->running_published, version);
+	set_str(&n->run.running_published, version);
 	if ((r = node_record_end(n, version, true, 0, detail, NULL)) < 0)
 		node_success_written(n, r);
-	n->validation_failed = false;
-	n->rerun = false;
-	n->failures = 0;
-	free(n->run_previous);
-	n->run_previous = NULL;
+	n->run.validation_failed = false;
+	n->run.rerun = false;
+	n->run.failures = 0;
+	free(n->run.previous);
+	n->run.previous = NULL;
 	/* The end txn gives the slot back (node_success_written); only the
 	 * wait for an earlier group ends here. */
 	node_unwatch_stage(n);
@@ -569,7 +547,7 @@ static void node_validate_done(struct node *n, const struct hook_result *res)
 static int node_on_bake_timer(sd_event_source *s, uint64_t usec, void *userdata)
 {
 	struct node *n = userdata;
-	node_timer_cancel(&n->run_timer);
+	node_timer_cancel(&n->run.timer);
 	node_run_hook(n, NODE_RUN_VALIDATE);
 	return 0;
 }
@@ -579,23 +557,23 @@ static int node_on_bake_timer(sd_event_source *s, uint64_t usec, void *userdata)
 static int node_on_healthy_deadline(sd_event_source *s, uint64_t usec, void *userdata)
 {
 	struct node *n = userdata;
-	node_timer_cancel(&n->deadline_timer);
-	if (!n->run_hook)
+	node_timer_cancel(&n->run.deadline_timer);
+	if (!n->run.hook)
 		return 0;
-	n->deadline_passed = true;
-	log_fields(LOG_WARNING, n->run_version, NULL,
+	n->run.deadline_passed = true;
+	log_fields(LOG_WARNING, n->run.version, NULL,
 		   "healthy_deadline of %ld s passed before validation: killing the hook",
-		   n->model.policy.healthy_deadline);
-	hook_kill(n->run_hook, SIGTERM);
+		   n->sync.model.policy.healthy_deadline);
+	hook_kill(n->run.hook, SIGTERM);
 	return 0;
 }
 
 int node_on_run_timer(sd_event_source *s, uint64_t usec, void *userdata)
 {
 	struct node *n = userdata;
-	node_timer_cancel(&n->run_timer);
+	node_timer_cancel(&n->run.timer);
 	if (n->state == NODE_SPLAY)
-		n->splay_done = true;
+		n->run.splay_done = true;
 	node_schedule_evaluate(n);
 	return 0;
 }
@@ -604,25 +582,25 @@ int node_on_run_timer(sd_event_source *s, uint64_t usec, void *userdata)
 static void node_run_failed(struct node *n, const char *what)
 {
 	const struct config *cfg = n->opt.config;
-	_cleanup_(freep) char *version = TAKE_PTR(n->run_version);
+	_cleanup_(freep) char *version = TAKE_PTR(n->run.version);
 	const struct backoff b = { sec_to_usec((double)cfg->retry_min),
 				   sec_to_usec((double)cfg->retry_max),
 				   sec_to_usec((double)cfg->retry_min) };
 	uint64_t delay;
 
-	n->failures++;
-	node_timer_cancel(&n->deadline_timer);
-	n->deadline_passed = false;
+	n->run.failures++;
+	node_timer_cancel(&n->run.deadline_timer);
+	n->run.deadline_passed = false;
 	if (n->once) {
 		log_fields(LOG_WARNING, version, NULL, "%s failed for '%s'", what, or_none(version));
 		node_once_finish(n, 1);
 		return;
 	}
-	delay = backoff_delay(&b, n->failures);
+	delay = backoff_delay(&b, n->run.failures);
 	node_set_state(n, NODE_BACKOFF, "%s failed for %s (%u\u00d7), retrying in %llu s", what,
-		       or_none(version), n->failures,
+		       or_none(version), n->run.failures,
 		       (unsigned long long)((delay + USEC_PER_SEC / 2) / USEC_PER_SEC));
-	if (node_timer_arm(n, &n->run_timer, delay, node_on_run_timer) < 0)
+	if (node_timer_arm(n, &n->run.timer, delay, node_on_run_timer) < 0)
 		node_schedule_evaluate(n);
 }
 
@@ -642,8 +620,8 @@ static int node_start_batch(struct node *n, bool retry, struct fleet_batch **ret
 
 	if ((r = fleet_batch_new(&n->fleet, &b)) < 0 ||
 	    (!retry && (r = fleet_batch_status(b, n->host, STATUS_PUPPET, STATE_RUNNING,
-					       n->run_version, 0, NULL)) < 0) ||
-	    (r = fleet_model_guard_start(&n->model, b)) < 0)
+					       n->run.version, 0, NULL)) < 0) ||
+	    (r = fleet_model_guard_start(&n->sync.model, b)) < 0)
 		return r;
 	*ret = TAKE_PTR(b);
 	return 0;
@@ -662,21 +640,21 @@ bool node_start_run(struct node *n)
 	struct fleet_batch *b = NULL;
 	int r;
 
-	if (n->start_refused)
+	if (n->run.start_refused)
 		return false;	/* the change that refused it is not in the model yet */
 	/* A retry leaves the failed status in place, with its attempts: a
 	 * failure stays visible (and counted by get_failures) until a run
 	 * succeeds. */
-	n->start_retry = node_failed_here(n);
-	set_str(&n->run_version, n->model.desired);
-	n->run_trigger = n->model.trigger;
-	if ((r = node_start_batch(n, n->start_retry, &b)) >= 0)
+	n->run.start_retry = node_failed_here(n);
+	set_str(&n->run.version, n->sync.model.desired);
+	n->run.trigger = n->sync.model.trigger;
+	if ((r = node_start_batch(n, n->run.start_retry, &b)) >= 0)
 		r = node_write_begin(n, b, "puppet/running", node_start_written);
 	if (r < 0) {
 		node_start_written(n, r);
 		return true;
 	}
-	node_set_state(n, NODE_RUN_START, "starting the run for %s", n->run_version);
+	node_set_state(n, NODE_RUN_START, "starting the run for %s", n->run.version);
 	return true;
 }
 
@@ -684,15 +662,15 @@ static int node_on_refused_timer(sd_event_source *s, uint64_t usec, void *userda
 {
 	struct node *n = userdata;
 
-	node_timer_cancel(&n->refused_timer);
-	n->start_refused = false;
+	node_timer_cancel(&n->run.refused_timer);
+	n->run.start_refused = false;
 	node_schedule_evaluate(n);
 	return 0;
 }
 
 static void node_start_written(struct node *n, int r)
 {
-	long deadline = n->model.policy_state == 1 ? n->model.policy.healthy_deadline : 0;
+	long deadline = n->sync.model.policy_state == 1 ? n->sync.model.policy.healthy_deadline : 0;
 
 	if (r == -ECANCELED) {
 		/* Decided again when the change that refused it reaches the
@@ -701,15 +679,13 @@ static void node_start_written(struct node *n, int r)
 		 * own earlier start, given up on and applied late, which moved
 		 * puppet/running after this send's settle point.  Waiting for
 		 * the model alone left such a host idle until the next trigger. */
-		n->start_refused = true;
+		n->run.start_refused = true;
 		log_info("the rollout of %s changed as this host was about to start: deciding again",
-			 n->run_version);
+			 n->run.version);
 		node_set_state(n, NODE_IDLE, "the rollout of %s changed: deciding again",
-			       n->run_version);
-		set_str(&n->run_version, NULL);
-		n->retry_failures++;
-		if (node_timer_arm(n, &n->refused_timer,
-				   backoff_delay(&node_write_backoff, n->retry_failures),
+			       n->run.version);
+		set_str(&n->run.version, NULL);
+		if (node_timer_arm(n, &n->run.refused_timer, node_next_retry_delay(n),
 				   node_on_refused_timer) < 0)
 			log_warnx("cannot arm the timer to decide again");
 		return;
@@ -718,14 +694,14 @@ static void node_start_written(struct node *n, int r)
 		/* Stopped while the write was in flight: no hook starts (the
 		 * stop goes on after this).  A start that landed is found and
 		 * recorded as interrupted by the next sync. */
-		set_str(&n->run_version, NULL);
+		set_str(&n->run.version, NULL);
 		return;
 	}
-	n->splay_done = false;
-	n->baked = false;
-	n->deadline_passed = false;
-	set_str(&n->run_previous, n->local);
-	set_str(&n->pending_detail, NULL);
+	n->run.splay_done = false;
+	n->run.baked = false;
+	n->run.deadline_passed = false;
+	set_str(&n->run.previous, n->run.local);
+	node_pending_said(n, NULL);
 	if (r < 0) {
 		/* Without puppet/running the fleet could not see the run: retry. */
 		log_warnx("cannot set puppet/running: %s", node_etcd_error(n));
@@ -733,22 +709,167 @@ static void node_start_written(struct node *n, int r)
 		return;
 	}
 	node_retry_reset(n);
-	if (n->start_retry)
-		log_fields(LOG_INFO, n->run_version, NULL,
-			   "attempt %ld at %s (failed since %lld)", n->attempts + 1, n->run_version,
-			   (long long)n->first_failure);
-	if (n->hiera_error)
+	if (n->run.start_retry)
+		log_fields(LOG_INFO, n->run.version, NULL,
+			   "attempt %ld at %s (failed since %lld)", n->run.attempts + 1, n->run.version,
+			   (long long)n->run.first_failure);
+	if (n->catalog.hiera_error)
 		node_write_hiera(n);
-	if (n->hiera_error) {
+	if (n->catalog.hiera_error) {
 		/* The config run would read a stale catalog: fail it, visibly. */
-		node_record_config_failure(n, -1, n->hiera_error, "config");
+		node_record_config_failure(n, -1, n->catalog.hiera_error, "config");
 		node_run_failed(n, "hiera file");
 		return;
 	}
 	if (deadline > 0 &&
-	    node_timer_arm(n, &n->deadline_timer, (uint64_t)deadline * USEC_PER_SEC,
+	    node_timer_arm(n, &n->run.deadline_timer, (uint64_t)deadline * USEC_PER_SEC,
 			   node_on_healthy_deadline) < 0)
 		log_warnx("cannot arm the healthy_deadline timer");
 	node_run_hook(n, n->opt.config->hook_upgrade && *n->opt.config->hook_upgrade
 				 ? NODE_RUN_UPGRADE : NODE_RUN_CONFIG);
+}
+
+/* --- the run's part of the node's life ---------------------------------------------- */
+
+/* At the first sync: a run this daemon was doing when it died is recorded as
+ * failed and repeated; a failed validation is remembered across restarts. */
+static void node_run_check_interrupted(struct node *n, bool *ret_healthy)
+{
+	enum status_state st = STATE_INVALID;
+	const char *desired = n->sync.model.desired;
+
+	if (fleet_get_status(&n->fleet, n->host, STATUS_PUPPET, &st, NULL) >= 0 &&
+	    st == STATE_RUNNING) {
+		log_warnx("found this host's puppet/running from an earlier run: it was interrupted");
+		node_status(n, STATUS_PUPPET, STATE_FAILED, desired, -1, "interrupted");
+		n->run.rerun = true;
+	}
+	st = STATE_INVALID;
+	if (fleet_get_status(&n->fleet, n->host, STATUS_VALIDATION, &st, NULL) >= 0) {
+		if (st == STATE_RUNNING) {
+			node_status(n, STATUS_VALIDATION, STATE_FAILED, desired, -1, "interrupted");
+			n->run.validation_failed = true;
+		} else if (st == STATE_FAILED) {
+			n->run.validation_failed = true;
+		}
+		*ret_healthy = st == STATE_SUCCESS;
+	}
+	/* A host that failed at this rollout before the restart is still
+	 * failed: its retry keeps the failed status, and the count goes on. */
+	_cleanup_(rollout_record_releasep) struct rollout_record rec = { 0 };
+	if (fleet_model_own_failure(&n->sync.model, &rec)) {
+		set_str(&n->run.fail_version, rec.version);
+		n->run.fail_trigger = rec.trigger;
+		n->run.attempts = rec.attempts > 0 ? rec.attempts : 1;
+		n->run.first_failure = rec.time;
+	}
+}
+
+/* running_version/HOST's write at the first sync ended. */
+static void node_running_put(struct node *n, int r)
+{
+	if (r >= 0)
+		return;
+	n->run.success_owed = true;
+	log_warnx("cannot put running_version %s: %s, will retry", or_none(n->run.local),
+		  node_etcd_error(n));
+	node_retry_later(n);
+}
+
+void node_run_recover(struct node *n, bool *ret_healthy)
+{
+	struct fleet_batch *b = NULL;
+	int r;
+
+	*ret_healthy = false;
+	node_run_check_interrupted(n, ret_healthy);
+	/* The local version is the one whose run and validation last
+	 * succeeded here, and the host runs it until a new run ends: put
+	 * running_version again under the new lease (the old one may have
+	 * expired while the daemon was down), unless the last run was
+	 * interrupted or its validation failed.  A write like the run's end:
+	 * queued, settled, owed when it fails. */
+	if (!n->run.local || n->run.running_published || n->run.rerun || n->run.validation_failed)
+		return;
+	set_str(&n->run.running_published, n->run.local);
+	if ((r = fleet_batch_new(&n->fleet, &b)) < 0 ||
+	    (r = fleet_batch_running_version(b, n->host, n->run.local, n->lease.id)) < 0) {
+		fleet_batch_free(b);
+		node_running_put(n, r);
+		return;
+	}
+	if ((r = node_write_begin(n, b, "running_version", node_running_put)) < 0)
+		node_running_put(n, r);
+}
+
+void node_run_model_moved(struct node *n)
+{
+	n->run.start_refused = false;
+}
+
+void node_run_check_target(struct node *n)
+{
+	const char *desired = n->sync.model.desired_known ? n->sync.model.desired : NULL;
+
+	if (!desired || streq_ptr(desired, n->run.target))
+		return;
+	set_str(&n->run.target, desired);
+	/* A new version is a new target: retry at once, from the start of
+	 * the backoff. */
+	n->run.failures = 0;
+	if (n->state == NODE_BACKOFF || n->state == NODE_HALTED)
+		node_timer_cancel(&n->run.timer);
+}
+
+bool node_run_splay(struct node *n)
+{
+	uint64_t delay;
+
+	if (n->opt.config->splay <= 0 || n->run.splay_done)
+		return false;
+	/* The splay is said to the journal and to systemd, not to etcd: it
+	 * exists to spread the fleet's writes over timing.splay, and a
+	 * puppet/pending written by every host the moment the trigger comes
+	 * would be the very burst it spreads, and a third write per run. */
+	delay = random_between(0, sec_to_usec((double)n->opt.config->splay));
+	node_set_state(n, NODE_SPLAY, "splay %.1f s before config for %s",
+		       (double)delay / (double)USEC_PER_SEC, n->sync.model.desired);
+	if (node_timer_arm(n, &n->run.timer, delay, node_on_run_timer) < 0) {
+		n->run.splay_done = true;
+		return false;
+	}
+	return true;
+}
+
+void node_run_idle(struct node *n)
+{
+	node_timer_cancel(&n->run.timer);
+	n->run.failures = 0;
+	n->run.splay_done = false;
+}
+
+void node_run_stop(struct node *n)
+{
+	node_timer_cancel(&n->run.timer);
+	node_timer_cancel(&n->run.deadline_timer);
+	node_timer_cancel(&n->run.refused_timer);
+	node_timer_cancel(&n->run.publish_timer);
+}
+
+void node_run_abandon(struct node *n)
+{
+	n->run.hook = hook_free(n->run.hook);
+}
+
+void node_run_release(struct node *n)
+{
+	node_run_stop(n);
+	node_run_abandon(n);
+	free(n->run.version);
+	free(n->run.previous);
+	free(n->run.target);
+	free(n->run.local);
+	free(n->run.fail_version);
+	free(n->run.running_published);
+	n->run = (struct node_run){ 0 };
 }

@@ -48,7 +48,7 @@ uint64_t node_watch_idle_ms(struct node *n)
 
 void node_stop_watches(struct node *n)
 {
-	n->stream = fleet_stream_stop(n->stream);
+	n->sync.stream = fleet_stream_stop(n->sync.stream);
 	node_unwatch_stage(n);
 }
 
@@ -71,76 +71,36 @@ static int node_on_stream_events(const struct etcd_event *ev, size_t count, int6
 				 void *userdata)
 {
 	struct node *n = userdata;
-	_cleanup_(freep) char *was = n->model.desired ? strdup(n->model.desired) : NULL;
-	bool was_known = n->model.desired_known;
+	_cleanup_(freep) char *was = n->sync.model.desired ? strdup(n->sync.model.desired) : NULL;
+	bool was_known = n->sync.model.desired_known;
 	unsigned changed = 0;
 	int r;
 
 	if (count == 0)
 		return 0;
-	r = fleet_model_apply(&n->model, ev, count, &changed);
+	r = fleet_model_apply(&n->sync.model, ev, count, &changed);
 	if (r < 0) {
 		log_warnx("cannot apply watch events: %s, reading everything again", strerror(-r));
 		node_schedule_resync(n, 0);
 		return 0;
 	}
 	if (changed & MODEL_VERSION) {
-		if (!n->model.desired_known)
+		if (!n->sync.model.desired_known)
 			log_warnx("current_version holds an implausible value, ignoring it until it is valid");
-		else if (!n->model.desired)
+		else if (!n->sync.model.desired)
 			log_warnx("current_version was deleted: no desired version");
-		else if (!str_eq(was, n->model.desired) || !was_known) {
-			log_fields(LOG_INFO, n->model.desired, NULL,
-				   "desired version is now '%s' (was '%s')", n->model.desired,
+		else if (!streq_ptr(was, n->sync.model.desired) || !was_known)
+			log_fields(LOG_INFO, n->sync.model.desired, NULL,
+				   "desired version is now '%s' (was '%s')", n->sync.model.desired,
 				   or_none(was));
-			/* A new version is a new target: retry at once, from
-			 * the start of the backoff. */
-			n->failures = 0;
-			if (n->state == NODE_BACKOFF || n->state == NODE_HALTED)
-				node_timer_cancel(&n->run_timer);
-		}
 	}
 	/* Whatever refused a start has arrived, or is on its way: decide again. */
-	n->start_refused = false;
+	node_run_model_moved(n);
 	if (changed & MODEL_CATALOG)
 		node_catalog_changed(n);
 	if (changed)
 		node_schedule_evaluate(n);
 	return 0;
-}
-
-/* At the first sync: a run this daemon was doing when it died is recorded as
- * failed and repeated; a failed validation is remembered across restarts. */
-static void node_check_interrupted(struct node *n)
-{
-	enum status_state st = STATE_INVALID;
-	const char *desired = n->model.desired;
-
-	if (fleet_get_status(&n->fleet, n->host, STATUS_PUPPET, &st, NULL) >= 0 &&
-	    st == STATE_RUNNING) {
-		log_warnx("found this host's puppet/running from an earlier run: it was interrupted");
-		node_status(n, STATUS_PUPPET, STATE_FAILED, desired, -1, "interrupted");
-		n->rerun = true;
-	}
-	st = STATE_INVALID;
-	if (fleet_get_status(&n->fleet, n->host, STATUS_VALIDATION, &st, NULL) >= 0) {
-		if (st == STATE_RUNNING) {
-			node_status(n, STATUS_VALIDATION, STATE_FAILED, desired, -1, "interrupted");
-			n->validation_failed = true;
-		} else if (st == STATE_FAILED) {
-			n->validation_failed = true;
-		}
-		n->services_healthy = st == STATE_SUCCESS;
-	}
-	/* A host that failed at this rollout before the restart is still
-	 * failed: its retry keeps the failed status, and the count goes on. */
-	_cleanup_(rollout_record_releasep) struct rollout_record rec = { 0 };
-	if (fleet_model_own_failure(&n->model, &rec)) {
-		set_str(&n->fail_version, rec.version);
-		n->fail_trigger = rec.trigger;
-		n->attempts = rec.attempts > 0 ? rec.attempts : 1;
-		n->first_failure = rec.time;
-	}
 }
 
 static int node_start_stream(struct node *n)
@@ -149,10 +109,10 @@ static int node_start_stream(struct node *n)
 	size_t count;
 	int r;
 
-	if ((r = fleet_model_ranges(&n->model, &ranges, &count)) < 0)
+	if ((r = fleet_model_ranges(&n->sync.model, &ranges, &count)) < 0)
 		return r;
 	return fleet_stream_start(&n->fleet, ranges, count, node_watch_idle_ms(n),
-				  node_on_stream_events, node_on_watch_error, n, &n->stream);
+				  node_on_stream_events, node_on_watch_error, n, &n->sync.stream);
 }
 
 /* The services this node follows: node.consumes and the services of
@@ -200,12 +160,12 @@ static int node_sync(struct node *n)
 	r = fleet_model_read(&n->fleet, &fresh);
 	if (r < 0)
 		return r;
-	if (!str_eq(fresh.desired, n->model.desired) || !n->model.desired_known)
+	if (!streq_ptr(fresh.desired, n->sync.model.desired) || !n->sync.model.desired_known)
 		log_fields(LOG_INFO, fresh.desired, NULL, "desired version '%s', local version '%s'",
-			   or_none(fresh.desired), or_none(n->local));
-	fleet_model_release(&n->model);
-	n->model = fresh;
-	n->start_refused = false;
+			   or_none(fresh.desired), or_none(n->run.local));
+	fleet_model_release(&n->sync.model);
+	n->sync.model = fresh;
+	node_run_model_moved(n);
 	fresh = (struct fleet_model){ 0 };
 	node_write_hiera(n);
 
@@ -222,36 +182,17 @@ static int node_resync(struct node *n)
 {
 	int r;
 
-	if (!n->registered && (r = node_register(n)) < 0)
+	if (!n->lease.registered && (r = node_register(n)) < 0)
 		return r;
 	if ((r = node_sync(n)) < 0)
 		return r;
-	if (!n->synced) {
-		n->synced = true;
-		node_check_interrupted(n);
-		/* The node ran its config here before: its services are
-		 * offered again under the new lease. */
-		if (n->local && !n->published)
-			(void)node_publish_services(n, n->services_healthy, true);
-		_cleanup_(freep) char *marker = node_services_marker(n);
-		if (marker && access(marker, F_OK) == 0) {
-			log_warnx("the services hook was interrupted by the last stop: running it again");
-			n->hiera_gen++;
-		}
-		/* The local version is the one whose run and validation last
-		 * succeeded here, and the host runs it until a new run ends:
-		 * put running_version again under the new lease (the old one
-		 * may have expired while the daemon was down), unless the last
-		 * run was interrupted or its validation failed. */
-		if (n->local && !n->running_published && !n->rerun && !n->validation_failed) {
-			int k = fleet_set_running_version(&n->fleet, n->host, n->local, n->lease);
-			set_str(&n->running_published, n->local);
-			if (k < 0) {
-				n->success_owed = true;
-				log_warnx("cannot put running_version %s: %s, will retry", n->local,
-					  node_etcd_error(n));
-			}
-		}
+	if (!n->sync.synced) {
+		bool healthy = false;
+		n->sync.synced = true;
+		/* What the last life of the daemon left: an interrupted run,
+		 * a failed validation, services to offer again. */
+		node_run_recover(n, &healthy);
+		node_catalog_recover(n, healthy);
 		if (!n->once)
 			(void)sd_notify(false, "READY=1");
 	}
@@ -264,39 +205,61 @@ static int node_on_resync(sd_event_source *s, uint64_t usec, void *userdata)
 	static const struct backoff b = { USEC_PER_SEC, RESYNC_MAX_SEC * USEC_PER_SEC, 0 };
 	uint64_t delay;
 
-	node_timer_cancel(&n->resync);
+	node_timer_cancel(&n->sync.resync);
 	if (n->stopping)
 		return 0;
 	if (node_resync(n) >= 0) {
-		n->resync_failures = 0;
+		n->sync.failures = 0;
 		node_schedule_evaluate(n);
 		return 0;
 	}
 	/* --once is run from cron: a run that cannot reach etcd gives up
 	 * after a few tries, each bounded by etcd.timeout, rather than pile up
 	 * behind the next one. */
-	if (n->once && !n->synced && n->resync_failures + 1 >= ONCE_SYNC_ATTEMPTS) {
+	if (n->once && !n->sync.synced && n->sync.failures + 1 >= ONCE_SYNC_ATTEMPTS) {
 		log_warnx("--once: cannot reach etcd after %u attempts: %s", ONCE_SYNC_ATTEMPTS,
 			  node_etcd_error(n));
-		n->resync_failures++;
+		n->sync.failures++;
 		node_once_finish(n, EXIT_UNAVAILABLE);
 		return 0;
 	}
 	/* The last error says why. */
-	n->resync_failures++;
-	delay = backoff_delay(&b, n->resync_failures);
-	log_warnx("%s failed: %s, retrying in %.1f s", n->registered ? "sync" : "registration",
+	n->sync.failures++;
+	delay = backoff_delay(&b, n->sync.failures);
+	log_warnx("%s failed: %s, retrying in %.1f s", n->lease.registered ? "sync" : "registration",
 		  node_etcd_error(n), (double)delay / (double)USEC_PER_SEC);
-	if (!n->synced)
+	if (!n->sync.synced)
 		node_set_state(n, NODE_STARTING, "cannot reach etcd: %s", node_etcd_error(n));
-	if (node_timer_arm(n, &n->resync, delay, node_on_resync) < 0)
+	if (node_timer_arm(n, &n->sync.resync, delay, node_on_resync) < 0)
 		log_warnx("cannot arm the resync timer");
 	return 0;
 }
 
 void node_schedule_resync(struct node *n, uint64_t delay_usec)
 {
-	if (n->resync || n->stopping)
+	if (n->sync.resync || n->stopping)
 		return;
-	(void)node_timer_arm(n, &n->resync, delay_usec, node_on_resync);
+	(void)node_timer_arm(n, &n->sync.resync, delay_usec, node_on_resync);
+}
+
+void node_sync_init(struct node *n)
+{
+	n->sync.model.catalog = (struct catalog)CATALOG_INIT;
+}
+
+void node_sync_stop(struct node *n)
+{
+	node_timer_cancel(&n->sync.resync);
+}
+
+void node_sync_release(struct node *n)
+{
+	node_sync_stop(n);
+	node_stop_watches(n);
+	fleet_model_release(&n->sync.model);
+}
+
+size_t node_sync_take_released(struct node *n, struct rollout_holder **ret)
+{
+	return fleet_model_take_released(&n->sync.model, ret);
 }

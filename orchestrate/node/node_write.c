@@ -31,7 +31,7 @@
  * earlier one that is slow.  While one is in flight the node decides nothing
  * (node_evaluate waits): a decision must not race the write of the last one.
  * The end of each evaluates again.  The services a write publishes
- * (node_batch_services put them in n->staged) travel with it and count as
+ * (node_batch_services staged them, node_services_take_staged hands them over) travel with it and count as
  * published once it landed.
  */
 #include <errno.h>
@@ -53,7 +53,7 @@ struct node_write {
 	unsigned sends;			/* sends so far */
 	const char *what;		/* for the log, a literal */
 	node_write_fn done;
-	char **staged, **staged_values;	/* the services it publishes */
+	struct node_services staged;	/* the services it publishes */
 };
 
 static void node_write_free(struct node_write *w)
@@ -63,8 +63,7 @@ static void node_write_free(struct node_write *w)
 	fleet_call_cancel(w->call);
 	sd_event_source_disable_unref(w->resend);
 	fleet_batch_free(w->batch);
-	strv_free(w->staged);
-	strv_free(w->staged_values);
+	node_services_release(&w->staged);
 	free(w);
 }
 
@@ -118,12 +117,8 @@ static void node_write_end(struct node *n, int error)
 	int r;
 
 	n->write = w->next;
-	if (error == 0 && w->staged) {
-		node_services_forget_pending(n);
-		n->staged = TAKE_PTR(w->staged);
-		n->staged_values = TAKE_PTR(w->staged_values);
-		node_services_committed(n);
-	}
+	if (error == 0)
+		node_services_committed(n, &w->staged);
 	w->call = NULL;
 	node_write_free(w);
 	done(n, error);
@@ -217,7 +212,10 @@ int node_write_begin(struct node *n, struct fleet_batch *batch, const char *what
 	int r;
 
 	if (fleet_batch_empty(b)) {
-		node_services_committed(n);	/* nothing changed */
+		/* Nothing changed: what was staged is what etcd holds. */
+		struct node_services same = node_services_take_staged(n);
+		node_services_committed(n, &same);
+		node_services_release(&same);
 		return 1;
 	}
 	if (!(w = calloc(1, sizeof(*w))))
@@ -225,8 +223,7 @@ int node_write_begin(struct node *n, struct fleet_batch *batch, const char *what
 	w->batch = TAKE_PTR(b);
 	w->what = what;
 	w->done = done;
-	w->staged = TAKE_PTR(n->staged);
-	w->staged_values = TAKE_PTR(n->staged_values);
+	w->staged = node_services_take_staged(n);
 	for (tail = &n->write; *tail; tail = &(*tail)->next)
 		;
 	*tail = w;
