@@ -60,7 +60,7 @@ endif
 
 # The library every program links: base, etcd client, fleet (the key layout and
 # the operations), output, config, and the hook runner's protocol; grouped by
-# folder, lowest layer first (README.md, "Layout").  The order is for the
+# folder in the order README.md's "Layout" lists them.  The order is for the
 # reader, not the linker: an archive's index finds a symbol wherever it is.
 LIB_OBJS = \
 	orchestrate/base/buf.o \
@@ -182,7 +182,7 @@ check: all $(UNIT_TESTS) $(ETCD_DRIVERS)
 	prove -v $(UNIT_TESTS) tests/t[0-9]*.sh
 
 # The layers of the tree (README.md, "Layout"): what each folder may include
-# and call; known breaks are listed in scripts/layers-pending.
+# and call, and which node file owns which part of struct node.
 check-layers:
 	scripts/check-layers
 

@@ -5,8 +5,7 @@
  * every return path; TAKE_PTR() hands ownership out of such a variable.  Each
  * destructor accepts a pointer to NULL.  This is the one cleanup idiom of the
  * code base: a function that frees what it half built on failure does it
- * with these, not with a goto to an exit label (node_run.c keeps the last
- * such label until the node's rework).
+ * with these, not with a goto to an exit label.
  */
 #ifndef ORCHESTRATE_CLEANUP_H
 #define ORCHESTRATE_CLEANUP_H

@@ -1,16 +1,25 @@
 /*
- * node.h — the node: what orchestrated does on its sd-event loop (SPEC §5).
+ * node.h — the node: what orchestrated does on its sd-event loop
+ * (orchestrated(8) says it for operators).
  *
  * A node registers under a lease, reads the desired version and the service
  * catalog at one revision, watches them (and pause/) from there, and runs the
- * consistent configuration as an explicit state machine:
+ * consistent configuration as an explicit state machine (node_set_state() is
+ * the one place that moves it):
  *
- *   IDLE → [PAUSED] → WAIT_DEPENDENCIES → [WAIT_GROUP] → WAIT_SLOT → SPLAY
- *        → RUN_UPGRADE → RUN_CONFIG → RUN_VALIDATE → IDLE
- *                                   ↘ BACKOFF ↗ (retry)
+ *   STARTING → IDLE → [PAUSED] → [WAIT_DEPENDENCIES]
+ *            → [WAIT_GROUP] → [WAIT_SLOT] → [WAIT_CANARY] → [SPLAY]
+ *            → RUN_START → [RUN_UPGRADE] → RUN_CONFIG → RUN_VALIDATE
+ *            → [BAKE] → IDLE
  *
- * and the eventually consistent one beside it (catalog changes → debounced
- * hiera rewrite → services hook, never while the config hook runs).
+ *   a failed run → BACKOFF → (retry from the waits);  a spent failure
+ *   budget or a halt → HALTED until a new trigger;  SIGTERM → STOPPING
+ *
+ * (bracketed states only under the condition they name: a pause, declared
+ * dependencies, a rollout policy with groups, slots, canaries, a splay, an
+ * upgrade hook, min_healthy_time).  Beside it runs the eventually consistent
+ * side (catalog changes → debounced hiera rewrite → services hook, never
+ * while the config hook runs).
  *
  * The caller (orchestrated.c) owns argv, the signals and the loop; it hands the
  * node its resolved options and calls node_reload()/node_stop() on SIGHUP and

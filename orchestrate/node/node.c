@@ -12,9 +12,14 @@
  * keepalive (node_lease.c) and the writes every version change makes, the
  * slot's queueing, puppet/pending, a run's start and its end (node_write.c:
  * one at a time, patient, settled so that a resend never writes twice; the
- * node decides nothing while one is in flight).  The rarer writes (a halt, a
- * promote, a registration, a first publication) are still blocking calls
- * bounded by the request timeout.
+ * node decides nothing while one is in flight), the holder's release, the
+ * services' publication.  What is left blocks the loop: the rarer writes (a
+ * halt, a promote, the first registration, a dead holder's record, an
+ * interrupted run's status at start and at stop) and the reads a decision
+ * needs beyond the model (max_percent's and max_fail_percent's alive count,
+ * an earlier group's progress, a dependency's entries at the decision's
+ * revision).  Each waits up to etcd.timeout per endpoint tried, so an etcd
+ * that does not answer holds the loop that long for every endpoint.
  *
  * Decisions happen in one place, node_evaluate(), run from a deferred event
  * source: stream callbacks only apply events to the fleet model and schedule
@@ -168,16 +173,16 @@ int node_exit_code(const struct node *n) { return n->exit_code; }
 
 /* --- metrics ------------------------------------------------------------------------ */
 
-static const char *const hook_metric_names[_HOOK_M_MAX] = {
-	"upgrade", "config", "validate", "services",
-};
+#define HOOK_M_NAME(kind) #kind,
+static const char *const hook_metric_names[_HOOK_M_MAX] = { CONFIG_HOOK_KINDS(HOOK_M_NAME) };
+#undef HOOK_M_NAME
 
 static size_t hook_metric_index(const char *name)
 {
 	for (size_t i = 0; i < _HOOK_M_MAX; i++)
 		if (strcmp(hook_metric_names[i], name) == 0)
 			return i;
-	return HOOK_M_SERVICES;
+	return HOOK_M_services;
 }
 
 static double wall_now(void)

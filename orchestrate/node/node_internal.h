@@ -1,24 +1,30 @@
 /*
  * node_internal.h — what the files of the node share and nobody else sees.
  *
- * The node is one object on one sd-event loop, split by concern:
+ * The node is one object on one sd-event loop, split by concern; each file
+ * owns one part of struct node (below) and is the only one to write it:
  *
  *   node.c          the state machine: node_set_state(), node_evaluate() (the
  *                   one place decisions are made), idle, --once, stop, reload,
- *                   life cycle, metrics
+ *                   life cycle, metrics, what puppet/pending says
  *   node_lease.c    the lease: grant, keepalive at a third of the granted TTL,
  *                   registration, every leased key put again after a loss
  *   node_sync.c     the fleet model (fleet_model.h): one read at one revision,
  *                   then one watch stream whose events are applied to memory
  *   node_catalog.c  the eventually consistent side: hiera file, debounce,
  *                   services hook; and this node's own service entries
- *   node_rollout.c  dependencies and the rollout slot (policy, holders, stages)
+ *   node_rollout.c  dependencies and the rollout slot (policy, holders, stages,
+ *                   the failure budget, halts, promote)
  *   node_run.c      the consistent side: the run's hooks and what each outcome
- *                   writes (one txn at the start, one at the end)
+ *                   writes (one txn at the start, one at the end), and the
+ *                   recovery of a run the last life of the daemon left
+ *   node_write.c    the writes of the node's decisions, one at a time,
+ *                   asynchronous and settled
  *
- * Watch callbacks only apply events to the model and schedule an evaluation;
- * every decision runs from the deferred evaluate source, never inside a
- * callback of the etcd client.
+ * Stream callbacks apply events to the model, note what changed (the
+ * catalog's debounce, a refused start that may go again) and schedule an
+ * evaluation; every decision runs from the deferred evaluate source, never
+ * inside a callback of the etcd client.
  */
 #ifndef ORCHESTRATE_NODE_INTERNAL_H
 #define ORCHESTRATE_NODE_INTERNAL_H
@@ -35,6 +41,7 @@
 #include "hook/hook.h"
 #include "output/metrics.h"
 #include "node/node.h"
+#include "config/config.h"
 #include "config/options.h"
 
 #define USEC_PER_SEC 1000000ULL
@@ -46,7 +53,10 @@ struct node_services {
 	char **values;
 };
 
-enum { HOOK_M_UPGRADE, HOOK_M_CONFIG, HOOK_M_VALIDATE, HOOK_M_SERVICES, _HOOK_M_MAX };
+/* One metrics slot per hook kind (config.h's CONFIG_HOOK_KINDS). */
+#define NODE_HOOK_M(kind) HOOK_M_##kind,
+enum { CONFIG_HOOK_KINDS(NODE_HOOK_M) _HOOK_M_MAX };
+#undef NODE_HOOK_M
 
 /*
  * The node's state, one part per file: each part is written by its own file

@@ -334,14 +334,9 @@ static void node_record_config_failure(struct node *n, int exit_code, const char
 
 static void node_success_written(struct node *n, int r);
 
-/*
- * The end of a run whose config succeeded: puppet/success and the validation
- * state, with (on success) the running version, alive and the slot.  One txn,
- * in flight when this returns 0; its end goes to node_success_written() or
- * node_failure_written().  An error: nothing was sent.
- */
-static int node_record_end(struct node *n, const char *version, bool validated,
-			   int validation_code, const char *detail, const char *stage)
+/* The writes of a run's end (node_record_end), in *ret. */
+static int node_end_batch(struct node *n, const char *version, bool validated, int validation_code,
+			  const char *detail, const char *stage, struct fleet_batch **ret)
 {
 	_cleanup_(fleet_batch_freep) struct fleet_batch *b = NULL;
 	struct status_extra x = { 0 };
@@ -356,28 +351,44 @@ static int node_record_end(struct node *n, const char *version, bool validated,
 					  validated ? STATE_SUCCESS : STATE_FAILED, version,
 					  validation_code, detail, &x)) < 0 ||
 	    (r = node_batch_services(n, b, validated, false)) < 0)
-		goto fail;
+		return r;
 	if (!validated && (r = node_batch_failure(n, b, stage)) < 0)
-		goto fail;
-	if (validated) {
-		if ((r = fleet_batch_running_version(b, n->host, version, n->lease.id)) < 0 ||
-		    (r = fleet_batch_alive(b, n->host, version, (long)getpid(), n->lease.id)) < 0 ||
-		    (r = node_slot_batch_release(n, b)) < 0 ||
-		    (fleet_model_failed_here(&n->sync.model, true) &&
-		     (r = fleet_batch_clear_failure(b, n->host)) < 0) ||
-		    (n->rollout.slot == SLOT_CANARY && n->run.trigger == n->sync.model.trigger &&
-		     (r = fleet_batch_canary(b, n->host, version, n->run.trigger)) < 0))
-			goto fail;
-	}
-	r = node_write_begin(n, TAKE_PTR(b), validated ? "the run's success" : "validation/failed",
-			     validated ? node_success_written : node_failure_written);
-	if (r < 0)
-		goto fail;
+		return r;
+	if (validated &&
+	    ((r = fleet_batch_running_version(b, n->host, version, n->lease.id)) < 0 ||
+	     (r = fleet_batch_alive(b, n->host, version, (long)getpid(), n->lease.id)) < 0 ||
+	     (r = node_slot_batch_release(n, b)) < 0 ||
+	     (fleet_model_failed_here(&n->sync.model, true) &&
+	      (r = fleet_batch_clear_failure(b, n->host)) < 0) ||
+	     (n->rollout.slot == SLOT_CANARY && n->run.trigger == n->sync.model.trigger &&
+	      (r = fleet_batch_canary(b, n->host, version, n->run.trigger)) < 0)))
+		return r;
+	*ret = TAKE_PTR(b);
 	return 0;
-fail:
-	node_services_forget_pending(n);
-	node_slot_release_written(n, r);
-	return r;
+}
+
+/*
+ * The end of a run whose config succeeded: puppet/success and the validation
+ * state, with (on success) the running version, alive and the slot.  One txn,
+ * in flight when this returns 0; its end goes to node_success_written() or
+ * node_failure_written().  An error: nothing was sent.
+ */
+static int node_record_end(struct node *n, const char *version, bool validated,
+			   int validation_code, const char *detail, const char *stage)
+{
+	struct fleet_batch *b = NULL;
+	int r;
+
+	r = node_end_batch(n, version, validated, validation_code, detail, stage, &b);
+	if (r >= 0)	/* takes b whatever happens */
+		r = node_write_begin(n, b, validated ? "the run's success" : "validation/failed",
+				     validated ? node_success_written : node_failure_written);
+	if (r < 0) {
+		node_services_forget_pending(n);
+		node_slot_release_written(n, r);
+		return r;
+	}
+	return 0;
 }
 
 /* The success's txn ended: recorded, or owed (retried from idle after a

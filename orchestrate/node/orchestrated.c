@@ -1,6 +1,6 @@
 /*
- * orchestrated.c — main() of the node daemon (SPEC §5): argv, --check-config,
- * --once, the signals and the one sd-event loop.
+ * orchestrated.c — main() of the node daemon (orchestrated(8)): argv,
+ * --check-config, --once, the signals and the one sd-event loop.
  *
  * Signals are blocked before anything else so that none is delivered the old
  * way; sd-event then takes SIGTERM, SIGINT and SIGHUP through signalfd, and
