@@ -16,14 +16,16 @@
 #include "fleet/fleet.h"
 
 /*
- * A new client attached to event, for a struct fleet's etcd: -EINVAL when
- * there is no endpoint or one is not valid, or what attaching it returned.
- * Nothing is left behind on failure.
+ * The daemon's fleet (fleet_open()'s, for a loop): *f gets a new client
+ * attached to event, and prefix (NULL: none; kept, not copied).  -EINVAL when
+ * there is no endpoint or one is not valid, or what attaching it returned;
+ * nothing is left behind on failure.
  */
-int fleet_connect(const struct etcd_options *opts, sd_event *event, struct etcd_client **ret);
-/* Frees a client of fleet_connect() (NULL: nothing); stop its streams and
- * cancel its calls first.  Returns NULL. */
-struct etcd_client *fleet_disconnect(struct etcd_client *c);
+int fleet_connect(struct fleet *f, const struct etcd_options *opts, const char *prefix,
+		  sd_event *event);
+/* Frees the client of fleet_connect() and empties *f; stop its streams and
+ * cancel its calls first. */
+void fleet_disconnect(struct fleet *f);
 /* How many times the fleet's client reconnected its streams (for metrics). */
 uint64_t fleet_client_reconnects(const struct fleet *f);
 

@@ -11,7 +11,8 @@
 #include "fleet/fleet_stream.h"
 #include "fleet/schema.h"
 
-int fleet_connect(const struct etcd_options *opts, sd_event *event, struct etcd_client **ret)
+int fleet_connect(struct fleet *f, const struct etcd_options *opts, const char *prefix,
+		  sd_event *event)
 {
 	struct etcd_client *c = NULL;
 	int r;
@@ -22,13 +23,14 @@ int fleet_connect(const struct etcd_options *opts, sd_event *event, struct etcd_
 		etcd_client_free(c);
 		return r;
 	}
-	*ret = c;
+	*f = (struct fleet){ .etcd = c, .prefix = prefix ? prefix : "" };
 	return 0;
 }
 
-struct etcd_client *fleet_disconnect(struct etcd_client *c)
+void fleet_disconnect(struct fleet *f)
 {
-	return etcd_client_free(c);
+	etcd_client_free(f->etcd);
+	*f = (struct fleet){ 0 };
 }
 
 uint64_t fleet_client_reconnects(const struct fleet *f)

@@ -636,17 +636,16 @@ static bool etcd_options_differ(const struct etcd_options *a, const struct etcd_
  */
 static int node_reconnect(struct node *n, struct etcd_options *fresh)
 {
-	struct etcd_client *c = NULL;
+	struct fleet f;
 	struct etcd_options t;
 	int r;
 
-	if ((r = fleet_connect(fresh, n->event, &c)) < 0)
+	if ((r = fleet_connect(&f, fresh, n->opt.prefix, n->event)) < 0)
 		return r;
 	node_stop_watches(n);
 	node_keepalive_stop(n);
-	fleet_disconnect(n->etcd);
-	n->etcd = c;
-	n->fleet.etcd = c;
+	fleet_disconnect(&n->fleet);
+	n->fleet = f;
 	/* the options' strings are owned by the resolved options: swap them so
 	 * the old ones are released with the fresh struct */
 	t = n->opt.etcd;
@@ -742,7 +741,7 @@ int node_new(sd_event *event, struct options_resolved *opts,
 	n->state = NODE_STARTING;
 	for (size_t i = 0; i < _HOOK_M_MAX; i++)
 		n->hook_metrics[i].name = hook_metric_names[i];
-	r = fleet_connect(&opts->etcd, event, &n->etcd);
+	r = fleet_connect(&n->fleet, &opts->etcd, opts->prefix, event);
 	if (r < 0) {
 		node_free(n);
 		return r;
@@ -750,8 +749,6 @@ int node_new(sd_event *event, struct options_resolved *opts,
 	n->opt = *opts;
 	*opts = (struct options_resolved){ 0 };
 	n->host = n->opt.hostname;
-	n->fleet.etcd = n->etcd;
-	n->fleet.prefix = n->opt.prefix ? n->opt.prefix : "";
 	if ((r = sd_event_add_defer(event, &n->evaluate, node_on_evaluate, n)) < 0 ||
 	    (r = sd_event_source_set_enabled(n->evaluate, SD_EVENT_OFF)) < 0) {
 		node_free(n);
@@ -792,7 +789,8 @@ struct node *node_free(struct node *n)
 	sd_event_source_disable_unref(n->retry_timer);
 	sd_event_source_disable_unref(n->once_deadline);
 	sd_event_source_disable_unref(n->stop_timer);
-	fleet_disconnect(n->etcd);
+	if (n->fleet.etcd)
+		fleet_disconnect(&n->fleet);
 	options_resolved_release(&n->opt);
 	free(n->status);
 	free(n->pause_reason);

@@ -162,8 +162,7 @@ struct node {
 	int once_exit;			/* --once ends with this - 1 after the write */
 	int exit_code;
 
-	struct etcd_client *etcd;
-	struct fleet fleet;
+	struct fleet fleet;		/* the client and the prefix (fleet_connect) */
 	const char *host;
 
 	enum node_state state;
