@@ -65,6 +65,7 @@
 #include "fleet/fleet_stream.h"
 #include "output/hiera.h"
 #include "base/log.h"
+#include "base/strv.h"
 #include "node_internal.h"
 #include "fleet/schema.h"
 
@@ -249,6 +250,40 @@ void node_hook_ended(struct node *n, const char *name, const struct hook_result 
 	h->time = wall_now();
 	n->hook_started[i] = 0;
 	node_write_metrics(n);
+}
+
+int node_hook_spawn(struct node *n, const char *kind, const char *path, const char *version,
+		    hook_done_fn fn, struct hook **ret, char **ret_why)
+{
+	_cleanup_(strv_freep) char **env = NULL;
+	int r;
+
+	*ret_why = NULL;
+	r = node_build_env(n, version, &env);
+	if (r >= 0)
+		node_hook_started(n, kind);
+	if (r >= 0)
+		r = hook_spawn(n->event, kind, path, env, n->opt.config->hook_timeout, version, fn, n,
+			       ret);
+	if (r < 0) {
+		struct hook_result bad = { .exit_code = 127 };
+		if (asprintf(ret_why, "cannot run %s hook '%s': %s", kind, path, strerror(-r)) < 0)
+			*ret_why = NULL;
+		log_fields(LOG_ERR, version, kind, "%s", or_none(*ret_why));
+		bad.output = *ret_why ? *ret_why : "";
+		node_hook_ended(n, kind, &bad);
+	}
+	return r;
+}
+
+void node_hook_done(struct node *n, struct hook *h, const char *version,
+		    const struct hook_result *res)
+{
+	_cleanup_(freep) char *what = hook_result_describe(res);
+
+	log_fields(res->exit_code == 0 ? LOG_INFO : LOG_WARNING, version, hook_name(h),
+		   "hook '%s' %s", hook_name(h), or_none(what));
+	node_hook_ended(n, hook_name(h), res);
 }
 
 /* --- the decision ------------------------------------------------------------------- */

@@ -154,13 +154,11 @@ static void node_services_mark(struct node *n, bool pending)
 static void node_on_services_hook(struct hook *h, const struct hook_result *res, void *userdata)
 {
 	struct node *n = userdata;
-	_cleanup_(freep) char *what = hook_result_describe(res);
 
+	/* res points into the hook: free it only after the result was used. */
 	_cleanup_(hook_freep) struct hook *done = TAKE_PTR(n->catalog.services_hook);
 
-	log_fields(res->exit_code == 0 ? LOG_INFO : LOG_WARNING, n->run.local, "services",
-		   "hook 'services' %s", or_none(what));
-	node_hook_ended(n, "services", res);
+	node_hook_done(n, h, n->run.local, res);
 	if (n->stopping) {
 		/* stopped midway: the marker stays, the next start runs it again */
 		node_finish_stop(n);
@@ -178,7 +176,7 @@ static void node_on_services_hook(struct hook *h, const struct hook_result *res,
  * it runs already or the config (or upgrade) hook runs. */
 void node_try_services(struct node *n)
 {
-	_cleanup_(strv_freep) char **env = NULL;
+	_cleanup_(freep) char *why = NULL;
 	const char *path = n->opt.config->hook_services;
 	int r;
 
@@ -193,18 +191,13 @@ void node_try_services(struct node *n)
 		return;
 	}
 	n->catalog.services_running_gen = n->catalog.hiera_gen;
-	r = node_build_env(n, n->run.local, &env);
-	if (r >= 0) {
-		node_hook_started(n, "services");
-		node_services_mark(n, true);
-	}
-	if (r >= 0)
-		r = hook_spawn(n->event, "services", path, env, n->opt.config->hook_timeout, n->run.local,
-			       node_on_services_hook, n, &n->catalog.services_hook);
+	/* The marker says "a services run was interrupted" to the next start
+	 * (node_catalog_recover): set before the hook runs. */
+	node_services_mark(n, true);
+	r = node_hook_spawn(n, "services", path, n->run.local, node_on_services_hook,
+			    &n->catalog.services_hook, &why);
 	if (r < 0) {
 		node_services_mark(n, false);
-		log_fields(LOG_ERR, n->run.local, "services", "cannot run services hook '%s': %s",
-			   path, strerror(-r));
 		n->catalog.services_gen = n->catalog.hiera_gen;
 	}
 }

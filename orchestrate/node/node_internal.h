@@ -217,6 +217,17 @@ uint64_t node_next_retry_delay(struct node *n);
 void node_pending_said(struct node *n, const char *key);
 void node_write_metrics(struct node *n);
 void node_hook_started(struct node *n, const char *name);
+/* Starts the hook of kind (one of CONFIG_HOOK_KINDS) at path for version,
+ * its end to fn, *ret the hook: with the environment of every hook
+ * (node_build_env) and its start in the metrics.  On failure it says why in
+ * the journal and *ret_why (caller frees), counts an exit 127 in the
+ * metrics, and returns the error.  The run and the services hook both start
+ * theirs here, and end them with node_hook_done(). */
+int node_hook_spawn(struct node *n, const char *kind, const char *path, const char *version,
+		    hook_done_fn fn, struct hook **ret, char **ret_why);
+/* A hook ended: its journal line and the metrics. */
+void node_hook_done(struct node *n, struct hook *h, const char *version,
+		    const struct hook_result *res);
 void node_hook_ended(struct node *n, const char *name, const struct hook_result *res);
 void node_once_finish(struct node *n, int code);
 void node_finish_stop(struct node *n);

@@ -176,7 +176,7 @@ static void node_hook_finished(struct node *n, enum node_state which, const stru
 /* Starts the hook of state which; a hook not configured counts as success. */
 static void node_run_hook(struct node *n, enum node_state which)
 {
-	_cleanup_(strv_freep) char **env = NULL;
+	_cleanup_(freep) char *why = NULL;
 	const char *path = node_hook_path(n, which);
 	const char *name = node_hook_name(which);
 	int r;
@@ -190,19 +190,9 @@ static void node_run_hook(struct node *n, enum node_state which)
 		node_hook_finished(n, which, &ok);
 		return;
 	}
-	r = node_build_env(n, n->run.version, &env);
-	if (r >= 0)
-		node_hook_started(n, name);
-	if (r >= 0)
-		r = hook_spawn(n->event, name, path, env, n->opt.config->hook_timeout,
-			       n->run.version, node_on_run_hook, n, &n->run.hook);
+	r = node_hook_spawn(n, name, path, n->run.version, node_on_run_hook, &n->run.hook, &why);
 	if (r < 0) {
-		_cleanup_(buf_releasep) struct buf d = BUF_INIT;
-		struct hook_result bad = { .exit_code = 127 };
-		(void)buf_printf(&d, "cannot run %s hook '%s': %s", name, path, strerror(-r));
-		log_fields(LOG_ERR, n->run.version, name, "%s", buf_str(&d));
-		bad.output = buf_str(&d);
-		node_hook_ended(n, name, &bad);
+		struct hook_result bad = { .exit_code = 127, .output = or_none(why) };
 		node_hook_finished(n, which, &bad);
 	}
 }
@@ -211,14 +201,11 @@ static void node_on_run_hook(struct hook *h, const struct hook_result *res, void
 {
 	struct node *n = userdata;
 	enum node_state which = n->state;
-	_cleanup_(freep) char *what = hook_result_describe(res);
 
 	/* res points into the hook: free it only after the result was used. */
 	_cleanup_(hook_freep) struct hook *done = TAKE_PTR(n->run.hook);
 
-	log_fields(res->exit_code == 0 ? LOG_INFO : LOG_WARNING, n->run.version, hook_name(h),
-		   "hook '%s' %s", hook_name(h), or_none(what));
-	node_hook_ended(n, hook_name(h), res);
+	node_hook_done(n, h, n->run.version, res);
 	if (n->stopping) {
 		node_finish_stop(n);
 		return;
