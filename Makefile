@@ -218,7 +218,7 @@ print-version:
 # leak, timeout or out-of-memory, leaving the input in tests/fuzz/build/.
 FUZZ_SECONDS ?= 60
 FUZZ_CC ?= clang
-FUZZERS = fuzz_range fuzz_watch_frame fuzz_config fuzz_names fuzz_hook_request
+FUZZERS = fuzz_range fuzz_watch_frame fuzz_config fuzz_names fuzz_hook_request fuzz_codec
 FUZZ_BUILD = tests/fuzz/build
 FUZZ_SAN = -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 # clang does not see that a va_list format comes from a format-checked caller.
