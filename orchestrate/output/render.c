@@ -605,6 +605,71 @@ static int header_progress(const struct fleet_view *v, FILE *out,
 	return 0;
 }
 
+void render_policy_walk(const struct rollout_policy *p, const char *group_sep,
+			policy_setting_fn fn, void *ud)
+{
+	_cleanup_(buf_releasep) struct buf groups = BUF_INIT;
+	char v[64];
+
+	if (p->max_parallel > 0) {
+		snprintf(v, sizeof(v), "%ld", p->max_parallel);
+		fn("max_parallel", v, false, ud);
+	} else if (p->max_percent > 0) {
+		snprintf(v, sizeof(v), "%g", p->max_percent);
+		fn("max_percent", v, false, ud);
+	} else {
+		fn("max_parallel", "unlimited", false, ud);
+	}
+	for (size_t i = 0; i < p->n_groups; i++)
+		if ((i && buf_adds(&groups, group_sep) < 0) || buf_adds(&groups, p->groups[i]) < 0)
+			break;
+	if (p->n_groups)
+		fn("groups", buf_str(&groups), false, ud);
+#define LONG_SETTING(field, seconds)                                   \
+	if (p->field) {                                                \
+		snprintf(v, sizeof(v), "%ld", p->field);               \
+		fn(#field, v, seconds, ud);                            \
+	}
+	if (p->has_max_failures) {
+		snprintf(v, sizeof(v), "%ld", p->max_failures);
+		fn("max_failures", v, false, ud);
+	}
+	if (p->max_fail_percent > 0) {
+		snprintf(v, sizeof(v), "%g", p->max_fail_percent);
+		fn("max_fail_percent", v, false, ud);
+	}
+	LONG_SETTING(healthy_deadline, true)
+	LONG_SETTING(progress_deadline, true)
+	LONG_SETTING(min_healthy_time, true)
+	if (p->auto_revert)
+		fn("auto_revert", NULL, false, ud);
+	LONG_SETTING(canary, false)
+	if (p->auto_promote)
+		fn("auto_promote", NULL, false, ud);
+#undef LONG_SETTING
+}
+
+struct header_line {
+	FILE *out;
+	bool per_group;		/* a limit with groups: it applies per group */
+	size_t n;
+};
+
+static void header_setting(const char *name, const char *value, bool seconds, void *ud)
+{
+	struct header_line *h = ud;
+	const char *sep = h->n++ ? ", " : "";
+
+	if (h->n == 1 && value && strcmp(value, "unlimited") == 0)
+		fputs("no limit", h->out);
+	else if (!value)
+		fprintf(h->out, "%s%s", sep, name);
+	else
+		fprintf(h->out, "%s%s %s%s", sep, name, value, seconds ? "s" : "");
+	if (h->n == 1 && h->per_group && strcmp(value, "unlimited") != 0)
+		fputs(" per group", h->out);
+}
+
 /* The policy in one line: "max_parallel 5 per group, groups dc1 > dc2". */
 static void header_policy(FILE *out, const struct render_status_options *o, const char *bold,
 			  const char *reset)
@@ -620,31 +685,8 @@ static void header_policy(FILE *out, const struct render_status_options *o, cons
 		fputs("none (no limit)\n", out);
 		return;
 	}
-	if (p->max_parallel)
-		fprintf(out, "max_parallel %ld", p->max_parallel);
-	else if (p->max_percent)
-		fprintf(out, "max_percent %g", p->max_percent);
-	else
-		fputs("no limit", out);
-	if (p->n_groups) {
-		fputs(p->max_parallel || p->max_percent ? " per group, groups" : ", groups", out);
-		for (size_t i = 0; i < p->n_groups; i++)
-			fprintf(out, "%s%s", i ? " > " : " ", p->groups[i]);
-	}
-	if (p->has_max_failures)
-		fprintf(out, ", max_failures %ld", p->max_failures);
-	if (p->max_fail_percent > 0)
-		fprintf(out, ", max_fail_percent %g", p->max_fail_percent);
-	if (p->healthy_deadline)
-		fprintf(out, ", healthy_deadline %lds", p->healthy_deadline);
-	if (p->progress_deadline)
-		fprintf(out, ", progress_deadline %lds", p->progress_deadline);
-	if (p->min_healthy_time)
-		fprintf(out, ", min_healthy_time %lds", p->min_healthy_time);
-	if (p->canary)
-		fprintf(out, ", canary %ld%s", p->canary, p->auto_promote ? " (auto_promote)" : "");
-	if (p->auto_revert)
-		fputs(", auto_revert", out);
+	struct header_line h = { .out = out, .per_group = p->n_groups > 0 };
+	render_policy_walk(p, " > ", header_setting, &h);
 	fputc('\n', out);
 }
 

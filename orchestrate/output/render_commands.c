@@ -243,40 +243,18 @@ int render_json_service_wait(FILE *out, const char *service, size_t count, bool 
 	return render_json_emit(obj, out);
 }
 
+static void policy_setting_line(const char *name, const char *value, bool seconds, void *ud)
+{
+	fprintf(ud, "%s: %s\n", name, value ? value : "yes");
+}
+
 int render_policy(FILE *out, const struct rollout_policy *p)
 {
 	if (!p) {
 		fputs("no policy\n", out);
 		return render_stream_status(out);
 	}
-	if (p->max_parallel > 0)
-		fprintf(out, "max_parallel: %ld\n", p->max_parallel);
-	else if (p->max_percent > 0)
-		fprintf(out, "max_percent: %g\n", p->max_percent);
-	else
-		fputs("max_parallel: unlimited\n", out);
-	if (p->n_groups > 0) {
-		fputs("groups:", out);
-		for (size_t i = 0; i < p->n_groups; i++)
-			fprintf(out, " %s", p->groups[i]);
-		fputc('\n', out);
-	}
-	if (p->has_max_failures)
-		fprintf(out, "max_failures: %ld\n", p->max_failures);
-	if (p->max_fail_percent > 0)
-		fprintf(out, "max_fail_percent: %g\n", p->max_fail_percent);
-	if (p->healthy_deadline)
-		fprintf(out, "healthy_deadline: %ld\n", p->healthy_deadline);
-	if (p->progress_deadline)
-		fprintf(out, "progress_deadline: %ld\n", p->progress_deadline);
-	if (p->min_healthy_time)
-		fprintf(out, "min_healthy_time: %ld\n", p->min_healthy_time);
-	if (p->auto_revert)
-		fputs("auto_revert: yes\n", out);
-	if (p->canary)
-		fprintf(out, "canary: %ld\n", p->canary);
-	if (p->auto_promote)
-		fputs("auto_promote: yes\n", out);
+	render_policy_walk(p, " ", policy_setting_line, out);
 	return render_stream_status(out);
 }
 

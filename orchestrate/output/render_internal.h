@@ -23,4 +23,15 @@ cJSON *render_json_rollout(const struct rollout_state *s);
 /* Prints obj on one line to out. */
 int render_json_emit(cJSON *obj, FILE *out);
 
+/*
+ * The settings of a policy, in the one order every view shows them (the
+ * status header's line, `rollout_policy get`): fn gets each set one's name
+ * and value ("5", "dc1 dc2" with group_sep " ", NULL for a flag that is on),
+ * and whether the value is in seconds.  The limit comes first, always:
+ * max_parallel, max_percent, or max_parallel "unlimited".
+ */
+typedef void (*policy_setting_fn)(const char *name, const char *value, bool seconds, void *ud);
+void render_policy_walk(const struct rollout_policy *p, const char *group_sep,
+			policy_setting_fn fn, void *ud);
+
 #endif
