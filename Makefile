@@ -93,6 +93,8 @@ LIB_OBJS = \
 	orchestrate/output/hiera.o \
 	orchestrate/output/render.o \
 	orchestrate/output/render_commands.o \
+	orchestrate/output/metrics.o \
+	orchestrate/output/metrics_fleet.o \
 	orchestrate/config/config.o \
 	orchestrate/config/options.o \
 	orchestrate/config/netif.o \
@@ -116,8 +118,7 @@ DAEMON_OBJS = \
 	orchestrate/node/node_rollout.o \
 	orchestrate/node/node_run.o \
 	orchestrate/node/node_write.o \
-	orchestrate/hook/hook.o \
-	orchestrate/output/metrics.o
+	orchestrate/hook/hook.o
 
 # Drivers that a shell test runs against the etcd it started (not by prove).
 ETCD_DRIVERS = tests/unit/test_etcd_settle
