@@ -321,6 +321,16 @@ test_expect_success 'the check sees a rule that drifted from the exposition' '
 	grep -q "has labels hostname" out
 '
 
+test_expect_success 'orchestrate(1) lists every family the command writes' '
+	prom &&
+	sed -n "s/^# TYPE \([a-z_]*\) .*/\1/p" out.prom >families &&
+	test "$(wc -l <families)" -ge 20 &&
+	sed -n "/^\.Sh FLEET METRICS/,/^\.Sh /p" "$REPO_ROOT/man/orchestrate.1" >section &&
+	while read -r f; do
+		grep -q "Va $f\({\| \|\$\)" section || { echo "man page lacks $f" >&4; exit 1; }
+	done <families
+'
+
 test_expect_success 'promtool: the rules check and their tests pass (when installed)' '
 	command -v promtool >/dev/null || { echo "# skip: no promtool"; exit 0; }
 	promtool check rules "$RULES" &&
