@@ -103,6 +103,7 @@ test_expect_success 'converged: three hosts at v2, every count where status puts
 	is "orchestrate_fleet_hosts_at_desired_version{group=\"dc2\"}" 1 &&
 	is "orchestrate_fleet_hosts_behind{group=\"dc1\"}" 0 &&
 	is "orchestrate_fleet_hosts_failed{group=\"dc1\"}" 0 &&
+	is "orchestrate_fleet_hosts_paused{group=\"dc1\"}" 0 &&
 	is "orchestrate_fleet_hosts_unaccounted{group=\"dc2\"}" 0 &&
 	is "orchestrate_fleet_hosts_not_alive{group=\"dc2\"}" 0 &&
 	is "orchestrate_fleet_hosts_running_version{version=\"v2\"}" 3 &&
@@ -225,6 +226,8 @@ test_expect_success 'waiting: a dependency, a pause, a reason of no kind we know
 	is "orchestrate_fleet_hosts_waiting{reason=\"other\"}" 1 &&
 	is "orchestrate_fleet_hosts_waiting{reason=\"unknown\"}" 1 &&
 	is "orchestrate_fleet_hosts_waiting{reason=\"pause\"}" 1 &&
+	is "orchestrate_fleet_hosts_paused{group=\"dc1\"}" 1 &&
+	is "orchestrate_fleet_hosts_paused{group=\"dc2\"}" 0 &&
 	is "orchestrate_fleet_hosts_waiting{reason=\"slot\"}" 1 &&
 	is "orchestrate_fleet_waiting_since_timestamp_seconds{reason=\"dependency\"}" $((now - 7200)) &&
 	is "orchestrate_fleet_waiting_host_since_timestamp_seconds{host=\"app1\",group=\"\",reason=\"dependency\"}" $((now - 7200)) &&

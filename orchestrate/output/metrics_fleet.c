@@ -187,7 +187,7 @@ static int per_group(struct buf *out, const char *name, const char *help,
 /* What is counted per group. */
 enum group_count {
 	GC_HOSTS, GC_ALIVE, GC_NOT_ALIVE, GC_UNACCOUNTED, GC_AT_DESIRED, GC_BEHIND, GC_FAILED,
-	_GC_MAX,
+	GC_PAUSED, _GC_MAX,
 };
 
 static const struct {
@@ -207,6 +207,8 @@ static const struct {
 			"Hosts running another version than the desired one, or none (0 with no desired version), per group." },
 	[GC_FAILED] = { "orchestrate_fleet_hosts_failed",
 			"Hosts whose puppet or validation state is failed (retrying ones too), per group." },
+	[GC_PAUSED] = { "orchestrate_fleet_hosts_paused",
+			"Hosts a pause applies to (global, their group's or their own), per group." },
 };
 
 static int families_per_group(const struct fleet_view *v, struct buf *out, size_t *ret_alive)
@@ -233,6 +235,7 @@ static int families_per_group(const struct fleet_view *v, struct buf *out, size_
 		c[GC_AT_DESIRED] += at_version(h, v->current_version);
 		c[GC_BEHIND] += behind;
 		c[GC_FAILED] += host_failed(h);
+		c[GC_PAUSED] += h->paused != NULL;
 	}
 	for (int k = 0; k < _GC_MAX; k++) {
 		_cleanup_(freep) size_t *column = calloc(n_groups ? n_groups : 1, sizeof(*column));

@@ -70,6 +70,7 @@ static void test_counts(void)
 	_cleanup_(buf_releasep) struct buf out = BUF_INIT;
 
 	hosts[0].wait = "dependency";
+	hosts[1].paused = "group dc1: power work";
 	is_int(metrics_fleet_render(&m, &out), 0, "renders");
 	const char *t = buf_str(&out);
 	ok(has_line(t, "orchestrate_fleet_read_timestamp_seconds 1700000000"), "read time");
@@ -84,6 +85,8 @@ static void test_counts(void)
 	ok(has_line(t, "orchestrate_fleet_hosts_unversioned 1"), "unversioned");
 	ok(has_line(t, "orchestrate_fleet_hosts_state{type=\"puppet\",state=\"none\"} 1"), "state none");
 	ok(has_line(t, "orchestrate_fleet_hosts_waiting{reason=\"dependency\"} 1"), "waiting");
+	ok(has_line(t, "orchestrate_fleet_hosts_paused{group=\"dc1\"} 1"), "paused");
+	ok(has_line(t, "orchestrate_fleet_hosts_waiting{reason=\"pause\"} 1"), "paused: waiting");
 	ok(has_line(t, "orchestrate_fleet_waiting_host_since_timestamp_seconds{host=\"db1\",group=\"dc2\",reason=\"dependency\"} 1699999500"),
 	   "the waiting host");
 	ok(has_line(t, "orchestrate_fleet_desired_version_info{version=\"v2\",previous=\"v1\"} 1"),
