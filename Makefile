@@ -93,6 +93,8 @@ LIB_OBJS = \
 	orchestrate/output/hiera.o \
 	orchestrate/output/render.o \
 	orchestrate/output/render_commands.o \
+	orchestrate/output/metrics.o \
+	orchestrate/output/metrics_fleet.o \
 	orchestrate/config/config.o \
 	orchestrate/config/options.o \
 	orchestrate/config/netif.o \
@@ -116,8 +118,7 @@ DAEMON_OBJS = \
 	orchestrate/node/node_rollout.o \
 	orchestrate/node/node_run.o \
 	orchestrate/node/node_write.o \
-	orchestrate/hook/hook.o \
-	orchestrate/output/metrics.o
+	orchestrate/hook/hook.o
 
 # Drivers that a shell test runs against the etcd it started (not by prove).
 ETCD_DRIVERS = tests/unit/test_etcd_settle
@@ -177,9 +178,34 @@ tests/unit/test_hook: tests/unit/test_hook.c orchestrate/hook/hook.o liborchestr
 	$(QUIET_LINK)$(CC) $(ALL_CFLAGS) $(DEPFLAGS) -Itests/unit -o $@ $< orchestrate/hook/hook.o liborchestrate.a $(ALL_LDFLAGS) $(PKG_LIBS)
 
 # The test runner is prove (TAP): unit drivers first, then the numbered shell
-# scripts, each of which starts its own etcd on free loopback ports.
+# scripts, each of which starts its own etcd on free loopback ports; then the
+# alert rules (check-rules).
 check: all $(UNIT_TESTS) $(ETCD_DRIVERS)
 	prove -v $(UNIT_TESTS) tests/t[0-9]*.sh
+	@$(MAKE) --no-print-directory check-rules
+
+# The alert rules of contrib/prometheus/ (README.md, "Fleet metrics and
+# alerts"): every series they use is one `status --prometheus` writes (its
+# renderer's names; tests/t0770 checks them against a real exposition too),
+# then promtool's check and unit tests.  Without promtool (a developer's
+# machine) the promtool part is skipped, saying so; CI installs it
+# (scripts/install-deps.sh), and REQUIRE_PROMTOOL=1 (.ci/run) makes its
+# absence an error.
+RULES_DIR = contrib/prometheus
+check-rules:
+	scripts/check-rules-series $(RULES_DIR)/orchestrate.rules.yml \
+		$(RULES_DIR)/orchestrate.rules.test.yml --source orchestrate/output/metrics_fleet.c
+	@if command -v promtool >/dev/null 2>&1; then \
+		echo "promtool check rules $(RULES_DIR)/orchestrate.rules.yml" && \
+		promtool check rules $(RULES_DIR)/orchestrate.rules.yml && \
+		echo "promtool test rules $(RULES_DIR)/orchestrate.rules.test.yml" && \
+		(cd $(RULES_DIR) && promtool test rules orchestrate.rules.test.yml); \
+	elif [ "$(REQUIRE_PROMTOOL)" = 1 ]; then \
+		echo "check-rules: promtool is not installed (REQUIRE_PROMTOOL=1)" >&2; exit 1; \
+	else \
+		echo "check-rules: SKIPPED promtool check/test rules: promtool is not installed" \
+			"(Debian: apt-get install --no-install-recommends prometheus)"; \
+	fi
 
 # The layers of the tree (README.md, "Layout"): what each folder may include
 # and call, and which node file owns which part of struct node.
@@ -298,7 +324,7 @@ clean:
 		$(UNIT_TESTS) $(ETCD_DRIVERS) $(BUILD_FLAGS)
 	rm -rf tests/trash.* $(FUZZ_BUILD) bench/out.spawn_cost
 
-.PHONY: all check check-layers check-unit bench bench-spawn demo lint-man print-version fuzz fuzz-build install clean FORCE
+.PHONY: all check check-layers check-rules check-unit bench bench-spawn demo lint-man print-version fuzz fuzz-build install clean FORCE
 FORCE:
 .DELETE_ON_ERROR:
 

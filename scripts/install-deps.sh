@@ -8,10 +8,14 @@ set -eu
 # systemd: systemd-analyze and systemd-socket-activate for the unit and runner
 # tests, and the package's Depends (systemd-sysusers makes its user); util-linux
 # (setpriv) and passwd (useradd) for the tests that run the daemon as a user of
-# its own.
+# its own.  prometheus: for promtool alone (make check-rules checks and tests
+# contrib/prometheus/'s alert rules, t0770 lints status --prometheus); the
+# server it ships is installed but never run by the tests.  python3-yaml:
+# scripts/check-rules-series reads the rules.
 packages="build-essential pkg-config libcurl4-openssl-dev libcjson-dev libyaml-dev
-libsystemd-dev etcd-server etcd-client curl mandoc python3 iproute2 valgrind puppet
-clang libclang-rt-14-dev openssl procps time jq debhelper lintian systemd util-linux passwd"
+libsystemd-dev etcd-server etcd-client curl mandoc python3 python3-yaml iproute2 valgrind puppet
+clang libclang-rt-14-dev openssl procps time jq debhelper lintian systemd util-linux passwd
+prometheus"
 
 missing=
 for p in $packages; do

@@ -345,6 +345,7 @@ struct host_view {
 	char *alive_version;		/* what alive/HOST says it runs */
 	char *group;
 	int64_t changed;		/* unix time of the newest status change */
+	int64_t state_time[_STATUS_TYPE_MAX];	/* of each type's state; 0: none or not recorded */
 	char *detail;			/* detail of a failed or pending state */
 	int puppet_exit_code;
 	char *paused;			/* "group dc1: power work" when a pause applies */

@@ -16,6 +16,8 @@
 #include <stdint.h>
 
 #include "base/buf.h"
+#include "fleet/fleet.h"
+#include "fleet/fleet_rollout.h"
 
 struct metrics_hook {
 	const char *name;		/* "config", "validate", … */
@@ -40,5 +42,32 @@ struct metrics {
 
 /* Renders every metric into out (appending). */
 int metrics_render(const struct metrics *m, struct buf *out);
+
+/* --- the pieces both expositions are made of --------------------------------- */
+
+/* Appends s to out escaped as a label value, without the quotes: backslash,
+ * double quote and newline as \\, \" and \n (the text format's rule), every
+ * other byte as it is.  NULL appends nothing. */
+int metrics_escape_label(const char *s, struct buf *out);
+/* "# HELP NAME HELP" and "# TYPE NAME TYPE" (help is ours: no escaping). */
+int metrics_family(struct buf *out, const char *name, const char *type, const char *help);
+
+/* --- the fleet's metrics (metrics_fleet.c) ------------------------------------- */
+
+/*
+ * `orchestrate status --prometheus`: the whole fleet as a Prometheus text
+ * exposition, for node_exporter's textfile collector on an admin host, from
+ * the reads `status` makes (the view, the rollout's records, the policy) and
+ * nothing else.  orchestrate(1) lists the series; the alert rules in
+ * contrib/prometheus/ use them.
+ */
+struct metrics_fleet {
+	const struct fleet_view *view;
+	const struct rollout_state *rollout;	/* NULL: not read */
+	const struct rollout_policy *policy;	/* NULL: none set (or not valid) */
+	bool policy_invalid;			/* rollout/policy holds no valid policy */
+	int64_t now;				/* unix time of the read */
+};
+int metrics_fleet_render(const struct metrics_fleet *m, struct buf *out);
 
 #endif

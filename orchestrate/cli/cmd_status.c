@@ -23,10 +23,12 @@
 #include "base/buf.h"
 #include "base/cleanup.h"
 #include "base/clock.h"
+#include "base/fileio.h"
 #include "cli.h"
 #include "fleet/fleet.h"
 #include "fleet/fleet_rollout.h"
 #include "base/log.h"
+#include "output/metrics.h"
 #include "output/render.h"
 #include "fleet/schema.h"
 #include "base/strv.h"
@@ -208,6 +210,8 @@ static bool arg_behind;
 static bool arg_summary;
 static const char *arg_status_group;
 static const char *arg_status_host;
+static bool arg_prometheus;
+static const char *arg_status_output;
 
 /* The width to draw in: the terminal's (TIOCGWINSZ on stdout), else $COLUMNS,
  * else 80. */
@@ -376,6 +380,57 @@ static int status_watch(struct cli *cli, struct fleet *f, struct status_draw *d)
 	}
 }
 
+/*
+ * status --prometheus: the fleet as a Prometheus text exposition
+ * (metrics_fleet.c), from the reads status makes — the view, the rollout's
+ * records, the policy — and no other.  With --output, written atomically
+ * (file_write_atomic(): what the textfile collector reads is always a whole
+ * file); else on stdout.
+ */
+static int status_prometheus(struct cli *cli, int argc)
+{
+	_cleanup_(fleet_view_releasep) struct fleet_view v = { 0 };
+	_cleanup_(rollout_policy_releasep) struct rollout_policy policy = { 0 };
+	_cleanup_(rollout_state_releasep) struct rollout_state rs = { 0 };
+	_cleanup_(buf_releasep) struct buf out = BUF_INIT;
+	struct metrics_fleet m = { .view = &v, .rollout = &rs };
+	struct fleet *f;
+	int r;
+
+	if (argc > 0 || arg_status_host || arg_failed || arg_behind || arg_status_group ||
+	    arg_summary || arg_watch || cli->opt->json)
+		return cli_error(EXIT_USAGE, "--prometheus counts the whole fleet: it takes no "
+				 "HOST, --host, --group, --failed, --behind, --summary, --watch "
+				 "or --json");
+	if (arg_status_output && !*arg_status_output)
+		return cli_error(EXIT_USAGE, "--output: an empty file name");
+	if ((r = cli_fleet(cli, &f)))
+		return r;
+	if ((r = fleet_view_read(f, &v)) < 0)
+		return cli_fleet_error(cli, r, "cannot read the fleet");
+	if ((r = fleet_rollout_state(f, &rs)) < 0)
+		return cli_fleet_error(cli, r, "cannot read the rollout's state");
+	r = fleet_get_policy(f, &policy, NULL);
+	if (r == -EPROTO)
+		m.policy_invalid = true;
+	else if (r < 0)
+		return cli_fleet_error(cli, r, "cannot read the rollout policy");
+	m.policy = r == 1 ? &policy : NULL;
+	m.now = fleet_now();
+	if ((r = metrics_fleet_render(&m, &out)) < 0)
+		return cli_error(1, "out of memory");
+	if (!arg_status_output) {
+		if (fwrite(out.data, 1, out.len, stdout) != out.len)
+			return cli_output(-EIO);
+		return 0;
+	}
+	r = file_write_atomic(arg_status_output, out.data, out.len, 0644, NULL);
+	if (r < 0)
+		return cli_error(EXIT_IOERR, "cannot write '%s': %s; the old file is kept",
+				 arg_status_output, strerror(-r));
+	return 0;
+}
+
 static int cmd_status(struct cli *cli, int argc, char **argv)
 {
 	_cleanup_(strv_freep) char **hosts = NULL;
@@ -391,6 +446,10 @@ static int cmd_status(struct cli *cli, int argc, char **argv)
 			return r;
 	if (arg_status_host && (r = cli_check_name("host", arg_status_host)))
 		return r;
+	if (arg_prometheus)
+		return status_prometheus(cli, argc);
+	if (arg_status_output)
+		return cli_error(EXIT_USAGE, "--output goes with --prometheus");
 	/* one HOST and nothing else: that host in full */
 	if (argc == 1 && !arg_status_host && !arg_failed && !arg_behind && !arg_status_group &&
 	    !arg_summary && !arg_watch) {
@@ -425,17 +484,24 @@ static const struct cli_option status_options[] = {
 	CLI_FLAG("watch", &arg_watch,
 		 "redraw on every change (an etcd watch), and every 5 s on a\n"
 		 "terminal so that AGE ticks; survives an etcd outage"),
+	CLI_FLAG("prometheus", &arg_prometheus,
+		 "the fleet as Prometheus metrics (orchestrate_fleet_*) for\n"
+		 "node_exporter's textfile collector; no filter, no --watch"),
+	CLI_STRING("output", "FILE", &arg_status_output,
+		   "with --prometheus: write FILE atomically instead of stdout"),
 	CLI_OPTIONS_END,
 };
 
 const struct command command_status = {
 	.name = "status", .fn = cmd_status, .max_args = -1, .group = G_HUMANS,
 	.options = status_options,
-	.synopsis = "status [HOST ...] [--failed] [--behind] [--group G] [--host H] [--summary] [--watch]",
+	.synopsis = "status [HOST ...] [--failed] [--behind] [--group G] [--host H] [--summary] [--watch]\n"
+		    "       [--prometheus [--output FILE]]",
 	.description = "the desired version, policy and progress per group; then one row a host\n"
 		       "(version, puppet, validation, alive, group, age, and why it failed,\n"
 		       "waits or is paused), failed hosts first, then waiting, then behind;\n"
-		       "then totals.  'status HOST' shows one host in full",
+		       "then totals.  'status HOST' shows one host in full; --prometheus prints\n"
+		       "the fleet's metrics instead (orchestrate(1), FLEET METRICS)",
 };
 
 /* --- ping -------------------------------------------------------------------------------- */

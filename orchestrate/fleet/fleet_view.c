@@ -220,6 +220,7 @@ static int view_add_status(struct host_view *h, struct status_seen *seen, char *
 		return 0;
 	*slot = state;
 	seen->time[type] = t;
+	h->state_time[type] = t;
 	if (t > h->changed)
 		h->changed = t;
 	if (type == STATUS_PUPPET)

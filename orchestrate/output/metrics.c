@@ -13,8 +13,7 @@
 #include "base/buf.h"
 #include "output/metrics.h"
 
-/* Appends s to out escaped as a label value (without the quotes). */
-static int metrics_escape_label(const char *s, struct buf *out)
+int metrics_escape_label(const char *s, struct buf *out)
 {
 	int r = 0;
 	for (; s && *s && r >= 0; s++) {
@@ -28,7 +27,7 @@ static int metrics_escape_label(const char *s, struct buf *out)
 	return r < 0 ? r : 0;
 }
 
-static int family(struct buf *out, const char *name, const char *type, const char *help)
+int metrics_family(struct buf *out, const char *name, const char *type, const char *help)
 {
 	return buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
@@ -45,7 +44,7 @@ static int labelled(struct buf *out, const char *name, const char *label, const 
 
 static int info(struct buf *out, const char *name, const char *help, const char *version)
 {
-	int r = family(out, name, "gauge", help);
+	int r = metrics_family(out, name, "gauge", help);
 	if (r >= 0 && version && (r = labelled(out, name, "version", version)) >= 0)
 		r = buf_adds(out, "1\n");
 	return r;
@@ -57,7 +56,7 @@ enum hook_value { HOOK_EXIT, HOOK_DURATION, HOOK_TIME };
 static int hook_family(struct buf *out, const struct metrics *m, const char *name,
 		       const char *help, enum hook_value which)
 {
-	int r = family(out, name, "gauge", help);
+	int r = metrics_family(out, name, "gauge", help);
 	for (size_t i = 0; r >= 0 && i < m->n_hooks; i++) {
 		const struct metrics_hook *h = &m->hooks[i];
 		if (!h->ran)
@@ -90,18 +89,18 @@ int metrics_render(const struct metrics *m, struct buf *out)
 			     "How long the last run of each hook took.", HOOK_DURATION)) < 0 ||
 	    (r = hook_family(out, m, "orchestrate_hook_last_run_timestamp_seconds",
 			     "When the last run of each hook ended (unix time).", HOOK_TIME)) < 0 ||
-	    (r = family(out, "orchestrate_catalog_entries", "gauge",
+	    (r = metrics_family(out, "orchestrate_catalog_entries", "gauge",
 			"Entries (service, host, interface, address) of the service catalog.")) < 0 ||
 	    (r = buf_printf(out, "orchestrate_catalog_entries %zu\n", m->catalog_entries)) < 0 ||
-	    (r = family(out, "orchestrate_etcd_reconnects_total", "counter",
+	    (r = metrics_family(out, "orchestrate_etcd_reconnects_total", "counter",
 			"Watch streams reconnected since the daemon started.")) < 0 ||
 	    (r = buf_printf(out, "orchestrate_etcd_reconnects_total %llu\n",
 			    (unsigned long long)m->etcd_reconnects)) < 0 ||
-	    (r = family(out, "orchestrate_lease_regrants_total", "counter",
+	    (r = metrics_family(out, "orchestrate_lease_regrants_total", "counter",
 			"Times the node's lease was lost and granted again.")) < 0 ||
 	    (r = buf_printf(out, "orchestrate_lease_regrants_total %llu\n",
 			    (unsigned long long)m->lease_regrants)) < 0 ||
-	    (r = family(out, "orchestrate_state", "gauge",
+	    (r = metrics_family(out, "orchestrate_state", "gauge",
 			"The node's state: 1 for the current one, 0 for the others.")) < 0)
 		return r;
 	for (size_t i = 0; i < m->n_states; i++) {

@@ -690,10 +690,8 @@ static void header_policy(FILE *out, const struct render_status_options *o, cons
 	fputc('\n', out);
 }
 
-/* The failures a rollout may have before it halts: max_failures, and
- * max_fail_percent of the alive hosts (more than that halts: 10% of 25 alive
- * allows 2), the smaller when both are set.  -1: no budget. */
-static long failure_budget(const struct rollout_policy *p, size_t alive)
+/* render_internal.h */
+long render_failure_budget(const struct rollout_policy *p, size_t alive)
 {
 	long budget = -1;
 
@@ -800,7 +798,7 @@ static int header_rollout(const struct fleet_view *v, FILE *out,
 		else
 			fputs(", waiting for the canaries\n", out);
 	}
-	long budget = p ? failure_budget(p, alive) : -1;
+	long budget = p ? render_failure_budget(p, alive) : -1;
 	if (budget >= 0) {
 		fprintf(out, "%sfailures:%s %zu failed of budget %ld", bold, reset, s->failed, budget);
 		if (p->max_fail_percent > 0)

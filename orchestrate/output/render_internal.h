@@ -1,6 +1,7 @@
 /*
- * render_internal.h — what render.c lends render_commands.c: the stream
- * check every printer ends with, and the JSON pieces both print.
+ * render_internal.h — what render.c lends render_commands.c and
+ * metrics_fleet.c: the stream check every printer ends with, the failure
+ * budget, and the JSON pieces both print.
  */
 #ifndef ORCHESTRATE_RENDER_INTERNAL_H
 #define ORCHESTRATE_RENDER_INTERNAL_H
@@ -16,6 +17,11 @@
 int render_stream_status(FILE *out);
 /* Whether h runs another version than the desired one (or none). */
 bool render_host_behind(const struct fleet_view *v, const struct host_view *h);
+/* The failures a rollout may have before it halts: max_failures, and
+ * max_fail_percent of the alive hosts (more than that halts: 10% of 25 alive
+ * allows 2), the smaller when both are set.  -1: no budget.  The status
+ * header and the fleet's metrics (metrics_fleet.c) say the same. */
+long render_failure_budget(const struct rollout_policy *p, size_t alive);
 /* Adds item to obj under name; false (and item freed) when either is missing. */
 bool render_json_add(cJSON *obj, const char *name, cJSON *item);
 /* The "rollout" object of `status --json` and `get_failures --json`. */
