@@ -613,7 +613,12 @@ int cli_error(int status, const char *fmt, ...)
 	return status;
 }
 
-int cli_exit_code(int r)
+/*
+ * The exit status for an error code of the library (orchestrate(1) "EXIT STATUS"): 77 refused
+ * (-EACCES), 64 a request refused as invalid (-EINVAL), 1 out of memory, 69
+ * for everything else (unreachable, a reply that makes no sense).
+ */
+static int cli_exit_code(int r)
 {
 	switch (r) {
 	case -EACCES:

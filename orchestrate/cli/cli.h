@@ -94,12 +94,6 @@ int cli_fleet(struct cli *cli, struct fleet **ret);
 int cli_error(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void cli_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/*
- * The exit status for an error code of the library (orchestrate(1) "EXIT STATUS"): 77 refused
- * (-EACCES), 64 a request refused as invalid (-EINVAL), 1 out of memory, 69
- * for everything else (unreachable, a reply that makes no sense).
- */
-int cli_exit_code(int r);
 /* Prints what failed ("WHAT: etcd 'http://…': connection refused"; what may be
  * NULL) and returns cli_exit_code(r).  The words are etcd's last error when r
  * came from etcd, else strerror's. */

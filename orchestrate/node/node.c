@@ -140,6 +140,8 @@ void node_timer_cancel(sd_event_source **s)
 	*s = sd_event_source_disable_unref(*s);
 }
 
+static void node_write_metrics(struct node *n);
+
 /* --- state -------------------------------------------------------------------------- */
 
 /*
@@ -203,7 +205,7 @@ static uint64_t mono_now(struct node *n)
  * status line and at every hook's end — the moments its contents change — so
  * no timer is needed.  file_write_atomic() leaves an unchanged file alone.
  */
-void node_write_metrics(struct node *n)
+static void node_write_metrics(struct node *n)
 {
 	const char *path = n->opt.config->metrics_file;
 	_cleanup_(buf_releasep) struct buf out = BUF_INIT;
@@ -231,13 +233,13 @@ void node_write_metrics(struct node *n)
 		log_warnx("cannot write metrics file '%s': %s", path, strerror(-r));
 }
 
-void node_hook_started(struct node *n, const char *name)
+static void node_hook_started(struct node *n, const char *name)
 {
 	n->hook_started[hook_metric_index(name)] = mono_now(n);
 }
 
 /* Records a hook's end for the metrics (and writes them). */
-void node_hook_ended(struct node *n, const char *name, const struct hook_result *res)
+static void node_hook_ended(struct node *n, const char *name, const struct hook_result *res)
 {
 	size_t i = hook_metric_index(name);
 	struct metrics_hook *h = &n->hook_metrics[i];

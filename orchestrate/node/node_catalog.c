@@ -121,7 +121,7 @@ void node_catalog_changed(struct node *n)
  * hiera file it writes then holds the same bytes, which alone would never
  * run the hook, and the interrupted run may have applied nothing.
  */
-char *node_services_marker(struct node *n)
+static char *node_services_marker(struct node *n)
 {
 	const char *dir = n->opt.config->state_dir;
 	struct buf b = BUF_INIT;

@@ -215,8 +215,6 @@ uint64_t node_next_retry_delay(struct node *n);
 /* What puppet/pending says now ("wait: detail"), so that it is written once
  * per change; NULL: nothing said (the next wait writes it). */
 void node_pending_said(struct node *n, const char *key);
-void node_write_metrics(struct node *n);
-void node_hook_started(struct node *n, const char *name);
 /* Starts the hook of kind (one of CONFIG_HOOK_KINDS) at path for version,
  * its end to fn, *ret the hook: with the environment of every hook
  * (node_build_env) and its start in the metrics.  On failure it says why in
@@ -228,7 +226,6 @@ int node_hook_spawn(struct node *n, const char *kind, const char *path, const ch
 /* A hook ended: its journal line and the metrics. */
 void node_hook_done(struct node *n, struct hook *h, const char *version,
 		    const struct hook_result *res);
-void node_hook_ended(struct node *n, const char *name, const struct hook_result *res);
 void node_once_finish(struct node *n, int code);
 void node_finish_stop(struct node *n);
 int node_timer_arm(struct node *n, sd_event_source **s, uint64_t delay_usec,
@@ -266,7 +263,6 @@ void node_write_stop(struct node *n);
 
 /* node_lease.c */
 int node_register(struct node *n);
-int node_put_leased_keys(struct node *n);
 /* Stops the keepalive (its timer and any call in flight). */
 void node_keepalive_stop(struct node *n);
 /* Sends a keepalive now on the node's current client (after a reconnect). */
@@ -290,7 +286,6 @@ void node_on_watch_error(struct etcd_watch *w, int error, int64_t compact, void 
 void node_write_hiera(struct node *n);
 void node_catalog_changed(struct node *n);
 void node_try_services(struct node *n);
-char *node_services_marker(struct node *n);
 /* Adds this node's service entries to b: those whose value changed (every one
  * with force), with healthy, and the withdrawal of those no longer listed.
  * node_services_committed() records them once b was written. */
@@ -333,7 +328,6 @@ int node_take_slot(struct node *n, struct slot_wait *ret_wait);
 /* Under auto_promote, the first host waiting for promote writes it when the
  * canaries validated with no failure (fleet_promote; the txn makes it once). */
 int node_promote_if_due(struct node *n, const struct slot_wait *w);
-void node_release_slot(struct node *n);
 void node_unwatch_stage(struct node *n);
 /* Idle: no progress deadline, no slot, no stage watch. */
 void node_rollout_idle(struct node *n);
@@ -349,11 +343,6 @@ bool node_slot_held(const struct node *n);
 int node_slot_batch_release(struct node *n, struct fleet_batch *b);
 void node_slot_release_written(struct node *n, int error);
 
-/* Halts the rollout of the desired version (fleet_halt), with auto_revert
- * when the policy says so; logs what happened.  Returns 1 when this node
- * wrote the halt: its model learns it from the stream, so the caller must not
- * start a run meanwhile. */
-int node_halt(struct node *n, const char *reason, size_t failed);
 /* The failure budget: halts when the host's own failure crossed it. */
 int node_check_budget(struct node *n);
 int node_budget_exceeded(struct node *n, size_t failed, char **ret_reason);
@@ -399,6 +388,5 @@ void node_run_stop(struct node *n);
 void node_run_abandon(struct node *n);
 void node_run_release(struct node *n);
 void node_retry_owed(struct node *n);
-int node_on_run_timer(sd_event_source *s, uint64_t usec, void *userdata);
 
 #endif

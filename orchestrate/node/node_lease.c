@@ -98,7 +98,7 @@ static int node_batch_leased_keys(struct node *n, struct fleet_batch *b)
  * (an etcd that stalled past the TTL) comes back at one write per node; that
  * one goes out asynchronously (node_lease_regrant).
  */
-int node_put_leased_keys(struct node *n)
+static int node_put_leased_keys(struct node *n)
 {
 	const struct config *cfg = n->opt.config;
 	_cleanup_(fleet_batch_freep) struct fleet_batch *b = NULL;

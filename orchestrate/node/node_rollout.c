@@ -105,6 +105,8 @@ char *node_missing_dependencies(struct node *n, char **ret_short)
 	return buf_detach(&b);
 }
 
+static int node_halt(struct node *n, const char *reason, size_t failed);
+
 /* --- the slot -------------------------------------------------------------------------- */
 
 bool node_slot_held(const struct node *n)
@@ -171,7 +173,7 @@ void node_unwatch_stage(struct node *n)
 }
 
 /* Done with the rollout, or no policy: no slot, no waiting for a group. */
-void node_release_slot(struct node *n)
+static void node_release_slot(struct node *n)
 {
 	node_drop_holder(n);
 	node_unwatch_stage(n);
@@ -410,7 +412,11 @@ bool node_failed_here(const struct node *n)
 	       n->run.fail_trigger == n->sync.model.trigger;
 }
 
-int node_halt(struct node *n, const char *reason, size_t failed)
+/* Halts the rollout of the desired version (fleet_halt), with auto_revert
+ * when the policy says so; logs what happened.  Returns 1 when this node
+ * wrote the halt: its model learns it from the stream, so the caller must not
+ * start a run meanwhile. */
+static int node_halt(struct node *n, const char *reason, size_t failed)
 {
 	const struct fleet_model *m = &n->sync.model;
 	_cleanup_(freep) char *reverted = NULL;

@@ -157,6 +157,7 @@ static const char *node_hook_name(enum node_state which)
 	}
 }
 
+static int node_on_run_timer(sd_event_source *s, uint64_t usec, void *userdata);
 static void node_run_failed(struct node *n, const char *what);
 static void node_config_done(struct node *n, const struct hook_result *res);
 static void node_validate_done(struct node *n, const struct hook_result *res);
@@ -566,7 +567,7 @@ static int node_on_healthy_deadline(sd_event_source *s, uint64_t usec, void *use
 	return 0;
 }
 
-int node_on_run_timer(sd_event_source *s, uint64_t usec, void *userdata)
+static int node_on_run_timer(sd_event_source *s, uint64_t usec, void *userdata)
 {
 	struct node *n = userdata;
 	node_timer_cancel(&n->run.timer);
