@@ -39,6 +39,7 @@ test_expect_success 'node_identity --dry-run prints the grants and changes nothi
 	etcdctl_ role get orchestrate-node-a >before &&
 	orch $ROOT node_identity a --services svc-a,common,profile-a --group g1 --dry-run >grants &&
 	grep -x "READWRITE /running_version/a" grants &&
+	grep -x "READWRITE /history/a" grants &&
 	grep -x "READWRITE /available_services/svc-a/a" grants &&
 	grep -x "READWRITE /groups/g1/a" grants &&
 	grep -x "READWRITE /rollout/failed/ (prefix)" grants &&

@@ -102,6 +102,81 @@ int fleet_set_status(struct fleet *f, const char *host, enum status_type type,
 int fleet_get_status(struct fleet *f, const char *host, enum status_type type,
 		     enum status_state *ret_state, char **ret_detail);
 
+/* --- run history (history/HOST) ------------------------------------------------ */
+
+/*
+ * A host's last runs, newest first, in one key per host that only that host
+ * writes: rewritten whole by the txn that ends each run (no request of its
+ * own), read back once by the daemon at start.  The value:
+ *   {"runs":[{"version":V,"start":T,"duration":S,"result":R,"attempt":N,
+ *             "error":"first error line"},…]}
+ * at most FLEET_HISTORY_MAX runs; "error" at most FLEET_HISTORY_ERROR_MAX
+ * bytes of valid UTF-8, one line, absent when the run succeeded.
+ */
+#define FLEET_HISTORY_MAX 10
+#define FLEET_HISTORY_ERROR_MAX 200
+
+enum run_result {
+	RUN_SUCCESS,		/* "success": config and validation succeeded */
+	RUN_FAILED,		/* "failed": the config (or upgrade) hook failed */
+	RUN_VALIDATION,		/* "validation": the validate hook failed */
+	RUN_DEADLINE,		/* "deadline": killed at healthy_deadline */
+	RUN_INTERRUPTED,	/* "interrupted": the daemon died during it */
+	_RUN_RESULT_MAX,
+};
+const char *run_result_name(enum run_result r);
+int run_result_from_name(const char *name);	/* -1 when unknown */
+
+struct run_entry {
+	char *version;			/* a valid name */
+	int64_t start;			/* unix time the run started; 0: not known */
+	int64_t duration;		/* seconds; -1: not known */
+	enum run_result result;
+	long attempt;			/* 1 for a first try; 0: not known */
+	char *error;			/* first error line; NULL: none */
+};
+struct run_history {
+	struct run_entry runs[FLEET_HISTORY_MAX];	/* newest first */
+	size_t n;
+};
+/* fleet_codec.c (pure): */
+void run_history_release(struct run_history *h);
+static inline void run_history_releasep(struct run_history *h) { run_history_release(h); }
+/* Puts a copy of e in front, dropping the oldest past FLEET_HISTORY_MAX;
+ * e->error is cut to its bound here.  -EINVAL for an invalid version. */
+int run_history_prepend(struct run_history *h, const struct run_entry *e);
+/* The stored value; caller frees. */
+int run_history_encode(const struct run_history *h, char **ret);
+/* Decodes a stored value: the runs that are plausible (a valid version and a
+ * known result), at most FLEET_HISTORY_MAX; the rest is skipped, never
+ * trusted (a time that is not a whole number is 0, an error line is cut to
+ * its bound, valid UTF-8, one line).  -EBADMSG when the value is not a JSON
+ * object with a "runs" array. */
+int run_history_decode(const char *value, size_t len, struct run_history *ret);
+/* The first error line of a hook's detail (the first line that says
+ * "error" or "fail", else the last non-empty line), at most
+ * FLEET_HISTORY_ERROR_MAX bytes of valid UTF-8 without control characters;
+ * NULL (0) when detail holds nothing. */
+int run_error_line(const char *detail, char **ret);
+
+/* fleet_cli.c: history/HOST: 1 and *ret when the key exists (an undecodable
+ * value gives no runs), 0 when it does not.  One read. */
+int fleet_history_get(struct fleet *f, const char *host, struct run_history *ret);
+/* Adds history/HOST := h to the batch (the end of a run). */
+struct fleet_batch;
+int fleet_batch_history(struct fleet_batch *b, const char *host, const struct run_history *h);
+
+/* fleet_cli.c: every host's runs of version (history --version V), one range
+ * over history/: hosts sorted, each host's runs newest first.  An entry's
+ * version points into nothing of its own: it is version. */
+struct host_run {
+	char *host;
+	struct run_entry run;
+};
+int fleet_history_version(struct fleet *f, const char *version, struct host_run **ret,
+			  size_t *ret_n);
+void host_runs_free(struct host_run *r, size_t n);
+
 /* --- registration ---------------------------------------------------------- */
 
 /* Puts alive/HOST {"time","version","pid"} under lease, status/provisioned/
@@ -179,6 +254,7 @@ struct host_record {
 	long alive_pid;
 	char *alive_version;
 	int64_t lease;			/* alive/HOST's lease; 0 when none */
+	struct run_history history;	/* its last runs (history/HOST), newest first */
 };
 int fleet_host_record(struct fleet *f, const char *host, struct host_record *ret);
 void host_record_release(struct host_record *h);
@@ -419,6 +495,7 @@ char *fleet_identity_role(const char *host);
 /*
  * What host needs, under prefix P (pure): READWRITE on each key it writes —
  * status/TYPE/STATE/HOST (the 9 allowed), alive/HOST, running_version/HOST,
+ * history/HOST,
  * rollout/holders/HOST, rollout/failed/HOST, rollout/canary/HOST,
  * rollout/halted, rollout/promoted, groups/GROUP/HOST (when group is not
  * NULL) and available_services/S/HOST for each of services (NULL-terminated,

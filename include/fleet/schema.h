@@ -13,6 +13,7 @@
  *   P/rollout/policy                     P/rollout/holders/HOST
  *   P/groups/GROUP/HOST                  P/pause/global
  *   P/pause/groups/GROUP                 P/pause/hosts/HOST
+ *   P/history/HOST
  *
  * The prefix P is used as given ("" by default) with one "/" between it and the
  * layout; a trailing "/" on P is ignored, so "/fleet" and "/fleet/" are the same.
@@ -99,6 +100,10 @@ char *key_pause_dir(const char *prefix);				/* P/pause/ */
 char *key_pause_global(const char *prefix);
 char *key_pause_group(const char *prefix, const char *group);
 char *key_pause_host(const char *prefix, const char *host);
+/* P/history/HOST: the host's last runs, one key written by that host alone
+ * (in its end-of-run txn); P/history/ for `history --version`. */
+char *key_history_dir(const char *prefix);
+char *key_history(const char *prefix, const char *host);
 
 /* What kind of key key is below prefix, for a message: "running_version",
  * "status/puppet", "available_services", "alive", "rollout/holders", "groups",

@@ -526,7 +526,7 @@ int fleet_decommission(struct fleet *f, const char *host)
 		{ key_groups_dir, 2 },
 	};
 	char *(*own[])(const char *prefix, const char *host) = {
-		key_alive, key_running_version, key_rollout_holder, key_pause_host,
+		key_alive, key_running_version, key_rollout_holder, key_pause_host, key_history,
 	};
 	_cleanup_(strv_freep) char **keys = NULL;
 	size_t n_keys = 0;

@@ -270,3 +270,15 @@ int fleet_batch_applied_start(struct fleet_batch *b, long patience_ms, fleet_com
 	int r = etcd_txn_applied_start(b->f->etcd, b->t, patience_ms, fn, userdata, ret);
 	return r == -EINVAL ? 1 : r;
 }
+
+int fleet_batch_history(struct fleet_batch *b, const char *host, const struct run_history *h)
+{
+	_cleanup_(freep) char *value = NULL;
+	int r;
+
+	if (!name_ok(host) || !h)
+		return -EINVAL;
+	if ((r = run_history_encode(h, &value)) < 0)
+		return r;
+	return batch_put(b, key_history(fleet_prefix(b->f), host), value, 0);
+}

@@ -140,6 +140,7 @@ void host_record_release(struct host_record *h)
 	}
 	free(h->states);
 	free(h->alive_version);
+	run_history_release(&h->history);
 	memset(h, 0, sizeof(*h));
 }
 
@@ -201,9 +202,97 @@ int fleet_host_record(struct fleet *f, const char *host, struct host_record *ret
 		if (version && !(h.alive_version = strdup(version)))
 			return -ENOMEM;
 	}
+	if ((r = fleet_history_get(f, host, &h.history)) < 0)
+		return r;
 	*ret = h;
 	memset(&h, 0, sizeof(h));
 	return 0;
+}
+
+/* --- run history ------------------------------------------------------------------ */
+
+int fleet_history_get(struct fleet *f, const char *host, struct run_history *ret)
+{
+	_cleanup_(etcd_kv_releasep) struct etcd_kv kv = { 0 };
+	_cleanup_(freep) char *key = NULL;
+	int r;
+
+	memset(ret, 0, sizeof(*ret));
+	if (!name_ok(host))
+		return -EINVAL;
+	if (!(key = key_history(fleet_prefix(f), host)))
+		return -ENOMEM;
+	if ((r = etcd_get(f->etcd, key, &kv, NULL)) <= 0)
+		return r;
+	r = run_history_decode(kv.value, kv.value_len, ret);
+	if (r == -ENOMEM)
+		return r;
+	return 1;	/* an undecodable value: a key with no runs */
+}
+
+void host_runs_free(struct host_run *runs, size_t n)
+{
+	for (size_t i = 0; runs && i < n; i++) {
+		free(runs[i].host);
+		free(runs[i].run.version);
+		free(runs[i].run.error);
+	}
+	free(runs);
+}
+
+int fleet_history_version(struct fleet *f, const char *version, struct host_run **ret,
+			  size_t *ret_n)
+{
+	_cleanup_(etcd_kv_list_releasep) struct etcd_kv_list list = ETCD_KV_LIST_INIT;
+	_cleanup_(freep) char *dir = NULL;
+	struct host_run *v = NULL;
+	size_t n = 0;
+	int r;
+
+	*ret = NULL;
+	*ret_n = 0;
+	if (!name_ok(version))
+		return -EINVAL;
+	if (!(dir = key_history_dir(fleet_prefix(f))))
+		return -ENOMEM;
+	if ((r = etcd_get_prefix(f->etcd, dir, 0, 0, &list)) < 0)
+		return r;
+	/* Keys come sorted, so hosts do. */
+	for (size_t i = 0; i < list.n; i++) {
+		_cleanup_(run_history_releasep) struct run_history h = { 0 };
+		_cleanup_(freep) char *copy = NULL;
+		char *host;
+
+		if (key_split(list.kvs[i].key, list.kvs[i].key_len, dir, &host, 1, &copy) != 1)
+			continue;	/* a key written by hand: not a host */
+		r = run_history_decode(list.kvs[i].value, list.kvs[i].value_len, &h);
+		if (r == -ENOMEM)
+			goto fail;
+		for (size_t k = 0; r >= 0 && k < h.n; k++) {
+			if (strcmp(h.runs[k].version, version) != 0)
+				continue;
+			struct host_run *nv = realloc(v, (n + 1) * sizeof(*v));
+			if (!nv) {
+				r = -ENOMEM;
+				goto fail;
+			}
+			v = nv;
+			v[n] = (struct host_run){ .run = h.runs[k] };
+			h.runs[k].version = NULL;
+			h.runs[k].error = NULL;
+			n++;
+			if (!(v[n - 1].host = strdup(host)) || !(v[n - 1].run.version = strdup(version))) {
+				r = -ENOMEM;
+				goto fail;
+			}
+		}
+	}
+	*ret = v;
+	*ret_n = n;
+	return 0;
+fail:
+	host_runs_free(v, n);
+	return r;
 }
 
 /* --- the connection, for the command line ---------------------------------------- */

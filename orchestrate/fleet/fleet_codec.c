@@ -395,3 +395,253 @@ int fleet_service_value(const char *service, const char *host,
 {
 	return service_value(service, host, addresses, n_addresses, healthy, ret);
 }
+
+/* --- run history ------------------------------------------------------------------- */
+
+static const char *const run_result_names[_RUN_RESULT_MAX] = {
+	[RUN_SUCCESS] = "success",
+	[RUN_FAILED] = "failed",
+	[RUN_VALIDATION] = "validation",
+	[RUN_DEADLINE] = "deadline",
+	[RUN_INTERRUPTED] = "interrupted",
+};
+
+const char *run_result_name(enum run_result r)
+{
+	if ((int)r < 0 || r >= _RUN_RESULT_MAX)
+		return NULL;
+	return run_result_names[r];
+}
+
+int run_result_from_name(const char *name)
+{
+	if (!name)
+		return -1;
+	for (int i = 0; i < _RUN_RESULT_MAX; i++)
+		if (strcmp(name, run_result_names[i]) == 0)
+			return i;
+	return -1;
+}
+
+static void run_entry_release(struct run_entry *e)
+{
+	free(e->version);
+	free(e->error);
+	memset(e, 0, sizeof(*e));
+}
+
+void run_history_release(struct run_history *h)
+{
+	if (!h)
+		return;
+	for (size_t i = 0; i < h->n && i < FLEET_HISTORY_MAX; i++)
+		run_entry_release(&h->runs[i]);
+	memset(h, 0, sizeof(*h));
+}
+
+/*
+ * One line of at most FLEET_HISTORY_ERROR_MAX bytes of valid UTF-8 from the
+ * len bytes at s: stops at the first newline, turns every other control
+ * character (and every invalid byte) into a space, never cuts a sequence.
+ * NULL in *ret when nothing but blanks is left.
+ */
+static int error_line_clean(const char *s, size_t len, char **ret)
+{
+	char buf[FLEET_HISTORY_ERROR_MAX + 1];
+	size_t out = 0, i = 0;
+
+	*ret = NULL;
+	while (i < len && s[i] != '\n') {
+		unsigned char c = (unsigned char)s[i];
+		uint32_t cp;
+		size_t k = c < 0x80 ? 1 : utf8_sequence((const unsigned char *)s + i, len - i, &cp);
+		if (k == 0 || c < 0x20 || c == 0x7f || (k == 2 && cp >= 0x80 && cp < 0xa0)) {
+			/* a control character or an invalid byte: one space */
+			if (out + 1 > FLEET_HISTORY_ERROR_MAX)
+				break;
+			buf[out++] = ' ';
+			i += k ? k : 1;
+			continue;
+		}
+		if (out + k > FLEET_HISTORY_ERROR_MAX)
+			break;
+		memcpy(buf + out, s + i, k);
+		out += k;
+		i += k;
+	}
+	while (out > 0 && buf[out - 1] == ' ')
+		out--;
+	size_t lead = 0;
+	while (lead < out && buf[lead] == ' ')
+		lead++;
+	if (lead == out)
+		return 0;
+	*ret = strndup(buf + lead, out - lead);
+	return *ret ? 0 : -ENOMEM;
+}
+
+static bool line_says_error(const char *p, size_t len)
+{
+	static const char *const words[] = { "error", "Error", "ERROR", "fail", "Fail", "FAIL" };
+	for (size_t w = 0; w < sizeof(words) / sizeof(words[0]); w++) {
+		size_t wl = strlen(words[w]);
+		for (size_t i = 0; i + wl <= len; i++)
+			if (memcmp(p + i, words[w], wl) == 0)
+				return true;
+	}
+	return false;
+}
+
+int run_error_line(const char *detail, char **ret)
+{
+	const char *p, *end, *last = NULL;
+	size_t last_len = 0;
+
+	*ret = NULL;
+	if (!detail)
+		return 0;
+	/* The first line of a detail says how the hook ended ("exited with
+	 * status 1"); the output follows it.  The first line of the output
+	 * that says error or fail is the one to keep, else its last. */
+	p = detail;
+	end = detail + strlen(detail);
+	const char *nl = memchr(p, '\n', (size_t)(end - p));
+	const char *head = p;
+	size_t head_len = nl ? (size_t)(nl - p) : (size_t)(end - p);
+	p = nl ? nl + 1 : end;
+	while (p < end) {
+		nl = memchr(p, '\n', (size_t)(end - p));
+		size_t len = nl ? (size_t)(nl - p) : (size_t)(end - p);
+		size_t blank = 0;
+		while (blank < len && (p[blank] == ' ' || p[blank] == '\t' || p[blank] == '\r'))
+			blank++;
+		if (blank < len) {
+			if (line_says_error(p, len))
+				return error_line_clean(p, len, ret);
+			last = p;
+			last_len = len;
+		}
+		p = nl ? nl + 1 : end;
+	}
+	if (last)
+		return error_line_clean(last, last_len, ret);
+	return error_line_clean(head, head_len, ret);
+}
+
+static int run_entry_copy(const struct run_entry *e, struct run_entry *out)
+{
+	*out = (struct run_entry){
+		.start = e->start > 0 ? e->start : 0,
+		.duration = e->duration >= 0 ? e->duration : -1,
+		.result = e->result,
+		.attempt = e->attempt > 0 ? e->attempt : 0,
+	};
+	if (!(out->version = strdup(e->version)))
+		return -ENOMEM;
+	if (e->error && error_line_clean(e->error, strlen(e->error), &out->error) < 0) {
+		run_entry_release(out);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+int run_history_prepend(struct run_history *h, const struct run_entry *e)
+{
+	struct run_entry copy;
+	int r;
+
+	if (!e || !name_ok(e->version) || !run_result_name(e->result))
+		return -EINVAL;
+	if ((r = run_entry_copy(e, &copy)) < 0)
+		return r;
+	if (h->n == FLEET_HISTORY_MAX)
+		run_entry_release(&h->runs[--h->n]);
+	memmove(&h->runs[1], &h->runs[0], h->n * sizeof(h->runs[0]));
+	h->runs[0] = copy;
+	h->n++;
+	return 0;
+}
+
+int run_history_encode(const struct run_history *h, char **ret)
+{
+	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
+	cJSON *runs;
+	int r;
+
+	if (!obj || !(runs = cJSON_AddArrayToObject(obj, "runs")))
+		return -ENOMEM;
+	for (size_t i = 0; i < h->n && i < FLEET_HISTORY_MAX; i++) {
+		const struct run_entry *e = &h->runs[i];
+		cJSON *o;
+		if (!name_ok(e->version) || !run_result_name(e->result))
+			continue;
+		if (!(o = cJSON_CreateObject()) || !cJSON_AddItemToArray(runs, o)) {
+			cJSON_Delete(o);
+			return -ENOMEM;
+		}
+		if ((r = json_add_string_opt(o, "version", e->version)) < 0 ||
+		    (r = json_add_int64(o, "start", e->start)) < 0 ||
+		    (r = json_add_int64(o, "duration", e->duration)) < 0 ||
+		    (r = json_add_string_opt(o, "result", run_result_name(e->result))) < 0 ||
+		    (r = json_add_int64(o, "attempt", e->attempt)) < 0 ||
+		    (r = json_add_string_opt(o, "error", e->error)) < 0)
+			return r;
+	}
+	return json_print(obj, ret);
+}
+
+/* A stored duration: whole seconds up to a billion, else -1 (not known). */
+static int64_t run_duration(const cJSON *d)
+{
+	if (!cJSON_IsNumber(d) || !(d->valuedouble >= 0 && d->valuedouble <= 1e9))
+		return -1;
+	return (int64_t)d->valuedouble;
+}
+
+int run_history_decode(const char *value, size_t len, struct run_history *ret)
+{
+	_cleanup_(cJSON_Deletep) cJSON *obj = NULL;
+	_cleanup_(run_history_releasep) struct run_history h = { 0 };
+	const cJSON *runs, *item;
+
+	memset(ret, 0, sizeof(*ret));
+	if (!value || len == 0)
+		return -EBADMSG;
+	obj = cJSON_ParseWithLength(value, len);
+	if (!cJSON_IsObject(obj))
+		return -EBADMSG;
+	runs = cJSON_GetObjectItemCaseSensitive(obj, "runs");
+	if (!cJSON_IsArray(runs))
+		return -EBADMSG;
+	cJSON_ArrayForEach(item, runs) {
+		const char *version, *error;
+		int result;
+		struct run_entry *e;
+
+		if (h.n == FLEET_HISTORY_MAX)
+			break;
+		if (!cJSON_IsObject(item))
+			continue;
+		version = json_get_string(item, "version");
+		result = run_result_from_name(json_get_string(item, "result"));
+		if (!version || strlen(version) > SCHEMA_NAME_MAX || !schema_name_valid(version) ||
+		    result < 0)
+			continue;
+		e = &h.runs[h.n];
+		*e = (struct run_entry){
+			.start = json_get_int_range(item, "start", 0, JSON_COUNT_MAX),
+			.duration = run_duration(cJSON_GetObjectItemCaseSensitive(item, "duration")),
+			.result = (enum run_result)result,
+			.attempt = (long)json_get_int_range(item, "attempt", 0, 1000000000),
+		};
+		if (!(e->version = strdup(version)))
+			return -ENOMEM;
+		h.n++;
+		error = json_get_string(item, "error");
+		if (error && error_line_clean(error, strlen(error), &e->error) < 0)
+			return -ENOMEM;
+	}
+	*ret = h;
+	memset(&h, 0, sizeof(h));
+	return 0;
+}

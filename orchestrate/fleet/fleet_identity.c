@@ -4,7 +4,7 @@
  * etcd grants a role permissions on exact keys and [key, range_end) ranges.
  * Every key a node writes ends in its host name at a fixed place of the
  * layout, so host H's writes are a short, fixed list of exact keys: its
- * states, alive/H, running_version/H, rollout/holders/H, rollout/canary/H,
+ * states, alive/H, running_version/H, history/H, rollout/holders/H, rollout/canary/H,
  * groups/G/H and available_services/S/H for each service named; and what
  * every node shares: rollout/failed/ (a host that died holding a slot gets
  * its record from another), rollout/halted and rollout/promoted (a node that
@@ -114,6 +114,9 @@ int fleet_identity_grants(const char *P, const char *host, const char *group,
 		r = grants_add(&g, key_running_version(P, host), false, FLEET_PERM_READWRITE);
 	if (r >= 0)
 		r = grants_add(&g, key_rollout_holder(P, host), false, FLEET_PERM_READWRITE);
+	/* its run history, read back at start and rewritten by each run's end */
+	if (r >= 0)
+		r = grants_add(&g, key_history(P, host), false, FLEET_PERM_READWRITE);
 	/* a rollout that stops itself: the host's canary record, the failure
 	 * records (all of them: the first host in the queue writes the record
 	 * of a host that died holding a slot), and the two shared records any

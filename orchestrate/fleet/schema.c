@@ -466,6 +466,18 @@ char *key_pause_host(const char *prefix, const char *host)
 	return key_build(prefix, false, W("pause"), W("hosts"), N(host), END);
 }
 
+char *key_history_dir(const char *prefix)
+{
+	return key_build(prefix, true, W("history"), END);
+}
+
+char *key_history(const char *prefix, const char *host)
+{
+	if (!host)
+		return NULL;
+	return key_build(prefix, false, W("history"), N(host), END);
+}
+
 /* --- key_split ------------------------------------------------------------- */
 
 int key_split(const char *key, size_t key_len, const char *dir, char **parts, int max,
@@ -513,7 +525,7 @@ const char *key_class(const char *prefix, const char *key)
 		"rollout/holders/", "rollout/policy", "rollout/failed/", "rollout/canary/",
 		"rollout/halted", "rollout/promoted", "pause/", "running_version/",
 		"available_services/", "alive/", "groups/", "current_version",
-		"previous_version",
+		"previous_version", "history/",
 	};
 	_cleanup_(freep) char *root = key_root(prefix);
 	size_t n;

@@ -152,6 +152,11 @@ struct node_run {
 	bool baked;			/* min_healthy_time is over (or not needed) */
 	char *running_published;	/* version of running_version/HOST we put (or owe) */
 	bool success_owed;		/* the end-of-run txn failed: retried when idle */
+	/* history/HOST: this host's last runs, newest first, read back once at
+	 * the first sync and rewritten whole by each run's end txn. */
+	struct run_history history;
+	bool history_known;		/* read (or found absent): safe to rewrite */
+	int64_t started;		/* unix time the run's hooks started; 0: none */
 };
 
 struct node {

@@ -236,6 +236,66 @@ static char *node_detail(const struct hook_result *res)
 	return buf_detach(&b);
 }
 
+/* --- history ---------------------------------------------------------------------- */
+
+/* Reads history/HOST (at the first sync, or at a run's end when that read
+ * failed): the runs kept before this life of the daemon.  Until it is read
+ * the end txns leave the key alone rather than overwrite older runs. */
+static void node_history_load(struct node *n)
+{
+	_cleanup_(run_history_releasep) struct run_history old = { 0 };
+	int r;
+
+	if (n->run.history_known)
+		return;
+	r = fleet_history_get(&n->fleet, n->host, &old);
+	if (r < 0) {
+		log_warnx("cannot read this host's run history: %s", node_etcd_error(n));
+		return;
+	}
+	/* Runs ended before the read (it failed at start) go in front. */
+	for (size_t i = n->run.history.n; i-- > 0;)
+		if (run_history_prepend(&old, &n->run.history.runs[i]) < 0)
+			return;
+	run_history_release(&n->run.history);
+	n->run.history = old;
+	memset(&old, 0, sizeof(old));
+	n->run.history_known = true;
+}
+
+/* A run ended: its entry goes in front of the history in memory (the end
+ * txn writes it). */
+static void node_history_add(struct node *n, const char *version, enum run_result result,
+			     long attempt, const char *detail)
+{
+	_cleanup_(freep) char *error = NULL;
+	int64_t now = fleet_now();
+	struct run_entry e = {
+		.version = (char *)version,
+		.start = n->run.started > 0 ? n->run.started : now,
+		.duration = n->run.started > 0 && now >= n->run.started ? now - n->run.started : -1,
+		.result = result,
+		.attempt = attempt,
+	};
+
+	if (!version)
+		return;
+	if (result != RUN_SUCCESS && run_error_line(detail, &error) >= 0)
+		e.error = error;
+	if (run_history_prepend(&n->run.history, &e) < 0)
+		log_warnx("cannot add the run to the history: out of memory");
+	n->run.started = 0;
+}
+
+/* The history in the end txn b: the one write it costs. */
+static int node_batch_history(struct node *n, struct fleet_batch *b)
+{
+	node_history_load(n);
+	if (!n->run.history_known)
+		return 0;
+	return fleet_batch_history(b, n->host, &n->run.history);
+}
+
 /* --- what an outcome writes ------------------------------------------------------------ */
 
 /* One more failed attempt at the run's rollout (a new rollout starts the
@@ -306,10 +366,13 @@ static void node_record_config_failure(struct node *n, int exit_code, const char
 	int r;
 
 	node_count_failure(n, &x);
+	node_history_add(n, n->run.version,
+			 streq_ptr(stage, "deadline") ? RUN_DEADLINE : RUN_FAILED, x.attempts, detail);
 	if ((r = fleet_batch_new(&n->fleet, &b)) < 0 ||
 	    (r = fleet_batch_status_extra(b, n->host, STATUS_PUPPET, STATE_FAILED, n->run.version,
 					  exit_code, detail, &x)) < 0 ||
 	    (r = node_batch_failure(n, b, stage)) < 0 ||
+	    (r = node_batch_history(n, b)) < 0 ||
 	    (r = node_batch_services(n, b, false, false)) < 0) {
 		fleet_batch_free(b);
 		node_services_forget_pending(n);
@@ -322,9 +385,19 @@ static void node_record_config_failure(struct node *n, int exit_code, const char
 
 static void node_success_written(struct node *n, int r);
 
+/* Which attempt a successful run was at its rollout: 1, or one past the
+ * failures counted at that same version and trigger. */
+static long node_attempt(struct node *n, const char *version)
+{
+	if (n->run.attempts > 0 && streq_ptr(n->run.fail_version, version) &&
+	    n->run.fail_trigger == n->run.trigger)
+		return n->run.attempts + 1;
+	return 1;
+}
+
 /* The writes of a run's end (node_record_end), in *ret. */
 static int node_end_batch(struct node *n, const char *version, bool validated, int validation_code,
-			  const char *detail, const char *stage, struct fleet_batch **ret)
+			  const char *detail, const char *stage, bool owed, struct fleet_batch **ret)
 {
 	_cleanup_(fleet_batch_freep) struct fleet_batch *b = NULL;
 	struct status_extra x = { 0 };
@@ -332,7 +405,14 @@ static int node_end_batch(struct node *n, const char *version, bool validated, i
 
 	if (!validated)
 		node_count_failure(n, &x);
+	/* The run's entry, once: a success owed is written again as it was. */
+	if (!owed)
+		node_history_add(n, version,
+				 validated ? RUN_SUCCESS
+				 : streq_ptr(stage, "deadline") ? RUN_DEADLINE : RUN_VALIDATION,
+				 validated ? node_attempt(n, version) : x.attempts, detail);
 	if ((r = fleet_batch_new(&n->fleet, &b)) < 0 ||
+	    (r = node_batch_history(n, b)) < 0 ||
 	    (r = fleet_batch_status(b, n->host, STATUS_PUPPET, STATE_SUCCESS, version,
 				    n->run.config_exit_code, NULL)) < 0 ||
 	    (r = fleet_batch_status_extra(b, n->host, STATUS_VALIDATION,
@@ -362,12 +442,12 @@ static int node_end_batch(struct node *n, const char *version, bool validated, i
  * node_failure_written().  An error: nothing was sent.
  */
 static int node_record_end(struct node *n, const char *version, bool validated,
-			   int validation_code, const char *detail, const char *stage)
+			   int validation_code, const char *detail, const char *stage, bool owed)
 {
 	struct fleet_batch *b = NULL;
 	int r;
 
-	r = node_end_batch(n, version, validated, validation_code, detail, stage, &b);
+	r = node_end_batch(n, version, validated, validation_code, detail, stage, owed, &b);
 	if (r >= 0)	/* takes b whatever happens */
 		r = node_write_begin(n, b, validated ? "the run's success" : "validation/failed",
 				     validated ? node_success_written : node_failure_written);
@@ -406,7 +486,7 @@ void node_retry_owed(struct node *n)
 {
 	if (!n->run.success_owed || !n->run.local || n->retry_timer || n->write)
 		return;		/* nothing owed, its retry is not due yet, or in flight */
-	if (node_record_end(n, n->run.local, true, 0, NULL, NULL) < 0) {
+	if (node_record_end(n, n->run.local, true, 0, NULL, NULL, true) < 0) {
 		log_warnx("cannot record the run at '%s': %s, will retry", n->run.local,
 			  node_etcd_error(n));
 		node_retry_later(n);
@@ -493,7 +573,8 @@ static void node_validate_done(struct node *n, const struct hook_result *res)
 	if (!ok) {
 		const char *stage;
 		detail = node_failure_detail(n, res, &stage, "validation");
-		if ((r = node_record_end(n, n->run.version, false, res->exit_code, detail, stage)) < 0)
+		if ((r = node_record_end(n, n->run.version, false, res->exit_code, detail, stage,
+				    false)) < 0)
 			node_failure_written(n, r);
 		n->run.validation_failed = true;
 		node_run_failed(n, n->run.deadline_passed ? "healthy_deadline" : "validation");
@@ -528,7 +609,7 @@ static void node_validate_done(struct node *n, const struct hook_result *res)
 	if (res->output && *res->output)
 		detail = node_detail(res);
 	set_str(&n->run.running_published, version);
-	if ((r = node_record_end(n, version, true, 0, detail, NULL)) < 0)
+	if ((r = node_record_end(n, version, true, 0, detail, NULL, false)) < 0)
 		node_success_written(n, r);
 	n->run.validation_failed = false;
 	n->run.rerun = false;
@@ -708,6 +789,7 @@ static void node_start_written(struct node *n, int r)
 		return;
 	}
 	node_retry_reset(n);
+	n->run.started = fleet_now();
 	if (n->run.start_retry)
 		log_fields(LOG_INFO, n->run.version, NULL,
 			   "attempt %ld at %s (failed since %lld)", n->run.attempts + 1, n->run.version,
@@ -739,8 +821,20 @@ static void node_run_check_interrupted(struct node *n, bool *ret_healthy)
 
 	if (fleet_get_status(&n->fleet, n->host, STATUS_PUPPET, &st, NULL) >= 0 &&
 	    st == STATE_RUNNING) {
+		_cleanup_(fleet_batch_freep) struct fleet_batch *b = NULL;
+		int r;
+
 		log_warnx("found this host's puppet/running from an earlier run: it was interrupted");
-		node_status(n, STATUS_PUPPET, STATE_FAILED, desired, -1, "interrupted");
+		/* puppet/failed and the run's entry in the history, one txn
+		 * (when and how long it ran is not known: found now). */
+		if (desired)
+			node_history_add(n, desired, RUN_INTERRUPTED, 0, "interrupted");
+		if ((r = fleet_batch_new(&n->fleet, &b)) < 0 ||
+		    (r = fleet_batch_status(b, n->host, STATUS_PUPPET, STATE_FAILED, desired, -1,
+					    "interrupted")) < 0 ||
+		    (r = node_batch_history(n, b)) < 0 ||
+		    (r = fleet_batch_commit(b, NULL)) < 0)
+			log_warnx("cannot set status puppet/failed: %s", node_etcd_error(n));
 		n->run.rerun = true;
 	}
 	st = STATE_INVALID;
@@ -781,6 +875,7 @@ void node_run_recover(struct node *n, bool *ret_healthy)
 	int r;
 
 	*ret_healthy = false;
+	node_history_load(n);
 	node_run_check_interrupted(n, ret_healthy);
 	/* The local version is the one whose run and validation last
 	 * succeeded here, and the host runs it until a new run ends: put
@@ -870,5 +965,6 @@ void node_run_release(struct node *n)
 	free(n->run.local);
 	free(n->run.fail_version);
 	free(n->run.running_published);
+	run_history_release(&n->run.history);
 	n->run = (struct node_run){ 0 };
 }
