@@ -107,6 +107,7 @@ CLI_OBJS = \
 	orchestrate/cli/cmd_status.o \
 	orchestrate/cli/cmd_services.o \
 	orchestrate/cli/cmd_admin.o \
+	orchestrate/cli/cmd_history.o \
 	orchestrate/cli/cmd_identity.o
 
 DAEMON_OBJS = \

@@ -75,9 +75,26 @@ int render_host(FILE *out, const struct fleet_view *v, const struct host_view *h
 		const struct host_record *rec, int64_t now);
 /* {"host","group","running_version","desired_version","behind","paused",
  * "alive":{"time","pid","version","lease"}|null,"states":[{"type","state",
- * "time","exit_code","version","detail"}]} */
+ * "time","exit_code","version","detail"}],"runs":[…as render_json_history]} */
 int render_json_host(FILE *out, const struct fleet_view *v, const struct host_view *h,
 		     const struct host_record *rec);
+
+/* render_commands.c: a host's runs (history/HOST), newest first, one line each,
+ * indented by two spaces: "WHEN  VERSION  RESULT  DURATION  attempt N  ERROR"
+ * (WHEN local "YYYY-MM-DD HH:MM:SS"; the error line sanitized, RENDER_CELL);
+ * "  none" when there is none.  status HOST prints it under "runs:". */
+int render_runs(FILE *out, const struct run_history *h);
+/* history HOST: "runs of HOST:" then render_runs(); and
+ * {"host","runs":[{"version","start","duration","result","attempt","error"}]}
+ * (duration null when not known, error null when none). */
+int render_history(FILE *out, const char *host, const struct run_history *h);
+int render_json_history(FILE *out, const char *host, const struct run_history *h);
+/* history --version V: one line a run, "HOST  WHEN  RESULT  DURATION  attempt N
+ * ERROR", hosts sorted; and {"version","runs":[{"host",…as above}]}. */
+int render_history_version(FILE *out, const char *version, const struct host_run *runs,
+			   size_t n);
+int render_json_history_version(FILE *out, const char *version, const struct host_run *runs,
+				size_t n);
 
 /* render_commands.c: pause --list: "SCOPE NAME SINCE REASON" rows, or "no pause set"; and
  * {"pauses":[{"scope","name","time","reason"}]}. */

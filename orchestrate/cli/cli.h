@@ -133,6 +133,8 @@ extern const struct command command_update_own_status, command_get_failures,
 /* cmd_services.c */
 extern const struct command command_publish_service, command_unpublish_service,
 	command_get_services, command_cache_services, command_wait_for_service;
+/* cmd_history.c */
+extern const struct command command_history;
 /* cmd_identity.c */
 extern const struct command command_node_identity;
 /* cmd_admin.c */

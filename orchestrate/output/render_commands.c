@@ -294,6 +294,157 @@ static void print_line(FILE *out, const char *text)
 		fputs(buf_str(&b), out);
 }
 
+/* --- run history ---------------------------------------------------------------------- */
+
+/* "2026-11-26 10:51:02", local time; "?" when not known. */
+static void print_when(FILE *out, int64_t t)
+{
+	time_t tt = (time_t)t;
+	struct tm tm;
+	char text[32];
+
+	if (t <= 0 || !localtime_r(&tt, &tm) ||
+	    strftime(text, sizeof(text), "%Y-%m-%d %H:%M:%S", &tm) == 0)
+		snprintf(text, sizeof(text), "%-19s", "?");
+	fputs(text, out);
+}
+
+/* "42s", "3m05s", "2h10m"; "?" when not known. */
+static void duration_text(int64_t d, char *text, size_t size)
+{
+	if (d < 0)
+		snprintf(text, size, "?");
+	else if (d < 60)
+		snprintf(text, size, "%llds", (long long)d);
+	else if (d < 3600)
+		snprintf(text, size, "%lldm%02llds", (long long)(d / 60), (long long)(d % 60));
+	else
+		snprintf(text, size, "%lldh%02lldm", (long long)(d / 3600), (long long)(d % 3600 / 60));
+}
+
+/* One run after its first column: "  RESULT  DURATION  attempt N  ERROR\n". */
+static void print_run(FILE *out, const struct run_entry *e, bool with_version)
+{
+	char d[32];
+
+	duration_text(e->duration, d, sizeof(d));
+	if (with_version)
+		fprintf(out, "  %s", e->version);
+	fprintf(out, "  %-11s %7s", run_result_name(e->result), d);
+	if (e->attempt > 0)
+		fprintf(out, "  attempt %ld", e->attempt);
+	if (e->error) {
+		_cleanup_(buf_releasep) struct buf b = BUF_INIT;
+		if (render_sanitize(e->error, strlen(e->error), RENDER_CELL, &b) == 0)
+			fprintf(out, "  %s", buf_str(&b));
+	}
+	fputc('\n', out);
+}
+
+int render_runs(FILE *out, const struct run_history *h)
+{
+	if (h->n == 0)
+		fputs("  none\n", out);
+	for (size_t i = 0; i < h->n && i < FLEET_HISTORY_MAX; i++) {
+		fputs("  ", out);
+		print_when(out, h->runs[i].start);
+		print_run(out, &h->runs[i], true);
+	}
+	return render_stream_status(out);
+}
+
+int render_history(FILE *out, const char *host, const struct run_history *h)
+{
+	fprintf(out, "runs of %s, newest first:\n", host);
+	return render_runs(out, h);
+}
+
+static cJSON *json_run(const struct run_entry *e, const char *host)
+{
+	cJSON *o = cJSON_CreateObject();
+
+	if (!o)
+		return NULL;
+	if ((host && json_add_string_or_null(o, "host", host) < 0) ||
+	    json_add_string_or_null(o, "version", e->version) < 0 ||
+	    !render_json_add(o, "start", cJSON_CreateNumber((double)e->start)) ||
+	    !render_json_add(o, "duration", e->duration >= 0
+				 ? cJSON_CreateNumber((double)e->duration) : cJSON_CreateNull()) ||
+	    json_add_string_or_null(o, "result", run_result_name(e->result)) < 0 ||
+	    !render_json_add(o, "attempt", cJSON_CreateNumber((double)e->attempt)) ||
+	    json_add_string_or_null(o, "error", e->error) < 0) {
+		cJSON_Delete(o);
+		return NULL;
+	}
+	return o;
+}
+
+/* [{…}, …] of h's runs; NULL when out of memory. */
+static cJSON *json_runs(const struct run_history *h, const char *host)
+{
+	cJSON *arr = cJSON_CreateArray();
+
+	for (size_t i = 0; arr && i < h->n && i < FLEET_HISTORY_MAX; i++) {
+		cJSON *o = json_run(&h->runs[i], host);
+		if (!o || !cJSON_AddItemToArray(arr, o)) {
+			cJSON_Delete(o);
+			cJSON_Delete(arr);
+			return NULL;
+		}
+	}
+	return arr;
+}
+
+int render_json_history(FILE *out, const char *host, const struct run_history *h)
+{
+	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
+
+	if (!obj || json_add_string_or_null(obj, "host", host) < 0 ||
+	    !render_json_add(obj, "runs", json_runs(h, NULL)))
+		return -ENOMEM;
+	return render_json_emit(obj, out);
+}
+
+int render_history_version(FILE *out, const char *version, const struct host_run *runs,
+			   size_t n)
+{
+	size_t width = strlen("HOST");
+
+	if (n == 0) {
+		fprintf(out, "no run of %s recorded\n", version);
+		return render_stream_status(out);
+	}
+	for (size_t i = 0; i < n; i++)
+		if (strlen(runs[i].host) > width)
+			width = strlen(runs[i].host);
+	fprintf(out, "%-*s  %-19s  %-11s %7s\n", (int)width, "HOST", "STARTED", "RESULT", "TOOK");
+	for (size_t i = 0; i < n; i++) {
+		fprintf(out, "%-*s  ", (int)width, runs[i].host);
+		print_when(out, runs[i].run.start);
+		print_run(out, &runs[i].run, false);
+	}
+	return render_stream_status(out);
+}
+
+int render_json_history_version(FILE *out, const char *version, const struct host_run *runs,
+				size_t n)
+{
+	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
+	cJSON *arr;
+
+	if (!obj || json_add_string_or_null(obj, "version", version) < 0 ||
+	    !(arr = cJSON_AddArrayToObject(obj, "runs")))
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		cJSON *o = json_run(&runs[i].run, runs[i].host);
+		if (!o || !cJSON_AddItemToArray(arr, o)) {
+			cJSON_Delete(o);
+			return -ENOMEM;
+		}
+	}
+	return render_json_emit(obj, out);
+}
+
 int render_host(FILE *out, const struct fleet_view *v, const struct host_view *h,
 		const struct host_record *rec, int64_t now)
 {
@@ -357,7 +508,8 @@ int render_host(FILE *out, const struct fleet_view *v, const struct host_view *h
 	}
 	if (rec->n_states == 0)
 		fputs("states:       none\n", out);
-	return render_stream_status(out);
+	fputs("runs:\n", out);
+	return render_runs(out, &rec->history);
 }
 
 int render_json_host(FILE *out, const struct fleet_view *v, const struct host_view *h,
@@ -404,6 +556,8 @@ int render_json_host(FILE *out, const struct fleet_view *v, const struct host_vi
 		    json_add_string_or_null(s, "wait", st->wait) < 0)
 			return -ENOMEM;
 	}
+	if (!render_json_add(obj, "runs", json_runs(&rec->history, NULL)))
+		return -ENOMEM;
 	return render_json_emit(obj, out);
 }
 
