@@ -12,9 +12,13 @@
  *        writes back is the value it read);
  *   'r'  rollout_record_decode(): on success its version is a valid name,
  *        and encode → decode → encode is stable;
- *   'v'  fleet_running_decode(): on success the version is a valid name.
+ *   'v'  fleet_running_decode(): on success the version is a valid name;
+ *   'h'  run_history_decode(): on success at most FLEET_HISTORY_MAX runs,
+ *        each with a valid version, a known result and an error line of at
+ *        most FLEET_HISTORY_ERROR_MAX bytes without a newline, and
+ *        encode → decode → encode is stable.
  *
- * Any other first byte runs all three.  Built and run by `make fuzz`; seeds in
+ * Any other first byte runs all four.  Built and run by `make fuzz`; seeds in
  * tests/fuzz/corpus/fuzz_codec/.
  */
 #include <stdint.h>
@@ -77,6 +81,31 @@ static void running(const char *value, size_t len)
 	free(version);
 }
 
+static void history(const char *value, size_t len)
+{
+	struct run_history a = { 0 }, b = { 0 };
+	char *once = NULL, *twice = NULL;
+
+	if (run_history_decode(value, len, &a) < 0)
+		return;
+	CHECK(a.n <= FLEET_HISTORY_MAX);
+	for (size_t i = 0; i < a.n; i++) {
+		CHECK(a.runs[i].version && schema_name_valid(a.runs[i].version));
+		CHECK(run_result_name(a.runs[i].result));
+		CHECK(!a.runs[i].error || (strlen(a.runs[i].error) <= FLEET_HISTORY_ERROR_MAX &&
+					   !strchr(a.runs[i].error, '\n')));
+	}
+	if (run_history_encode(&a, &once) >= 0) {
+		CHECK(run_history_decode(once, strlen(once), &b) >= 0);
+		CHECK(run_history_encode(&b, &twice) >= 0);
+		CHECK(strcmp(once, twice) == 0);
+	}
+	free(once);
+	free(twice);
+	run_history_release(&a);
+	run_history_release(&b);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	const char *value = (const char *)data + 1;
@@ -87,10 +116,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	case 'p': policy(value, size - 1); break;
 	case 'r': record(value, size - 1); break;
 	case 'v': running(value, size - 1); break;
+	case 'h': history(value, size - 1); break;
 	default:
 		policy(value, size - 1);
 		record(value, size - 1);
 		running(value, size - 1);
+		history(value, size - 1);
 	}
 	return 0;
 }
