@@ -196,6 +196,11 @@ test_expect_success 'node: the daemon converges on the desired version and publi
 	wait_for "grep -q services::svc-n1::eth0 n1/services.yaml" 10
 '
 
+test_expect_success 'node: a role without history/ (made before it existed) keeps no history, and runs' '
+	grep -q "etcd refuses this host its run history" n1/log &&
+	! etcdctl_exists /history/n1
+'
+
 test_expect_success 'node: the daemon takes a rollout slot and follows a new trigger' '
 	orch $OPS trigger_update v3 &&
 	wait_for "node_at n1 v3" 20 &&

@@ -162,6 +162,10 @@ int run_error_line(const char *detail, char **ret);
 /* fleet_cli.c: history/HOST: 1 and *ret when the key exists (an undecodable
  * value gives no runs), 0 when it does not.  One read. */
 int fleet_history_get(struct fleet *f, const char *host, struct run_history *ret);
+/* Whether the last request failed because etcd refused history/HOST (a
+ * node role made by hand before the history existed): the daemon then keeps
+ * no history rather than lose its end txns. */
+bool fleet_denied_history(const struct fleet *f);
 /* Adds history/HOST := h to the batch (the end of a run). */
 struct fleet_batch;
 int fleet_batch_history(struct fleet_batch *b, const char *host, const struct run_history *h);

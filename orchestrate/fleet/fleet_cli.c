@@ -230,6 +230,14 @@ int fleet_history_get(struct fleet *f, const char *host, struct run_history *ret
 	return 1;	/* an undecodable value: a key with no runs */
 }
 
+bool fleet_denied_history(const struct fleet *f)
+{
+	const char *key = f && f->etcd ? etcd_denied_key(f->etcd) : NULL;
+	_cleanup_(freep) char *dir = key ? key_history_dir(fleet_prefix(f)) : NULL;
+
+	return dir && strncmp(key, dir, strlen(dir)) == 0;
+}
+
 void host_runs_free(struct host_run *runs, size_t n)
 {
 	for (size_t i = 0; runs && i < n; i++) {

@@ -238,6 +238,24 @@ static char *node_detail(const struct hook_result *res)
 
 /* --- history ---------------------------------------------------------------------- */
 
+/* etcd refuses history/HOST to this host (a role made before it existed):
+ * no history is kept, and no end txn carries it any more. */
+static void node_history_denied(struct node *n)
+{
+	if (n->run.history_denied)
+		return;
+	n->run.history_denied = true;
+	log_warnx("etcd refuses this host its run history: keeping none; "
+		  "grant it with 'orchestrate node_identity'");
+}
+
+/* An end txn failed: when for the history, the next one goes without it. */
+static void node_history_check_denied(struct node *n, int r)
+{
+	if (r == -EACCES && fleet_denied_history(&n->fleet))
+		node_history_denied(n);
+}
+
 /* Reads history/HOST (at the first sync, or at a run's end when that read
  * failed): the runs kept before this life of the daemon.  Until it is read
  * the end txns leave the key alone rather than overwrite older runs. */
@@ -246,9 +264,13 @@ static void node_history_load(struct node *n)
 	_cleanup_(run_history_releasep) struct run_history old = { 0 };
 	int r;
 
-	if (n->run.history_known)
+	if (n->run.history_known || n->run.history_denied)
 		return;
 	r = fleet_history_get(&n->fleet, n->host, &old);
+	if (r == -EACCES) {
+		node_history_denied(n);
+		return;
+	}
 	if (r < 0) {
 		log_warnx("cannot read this host's run history: %s", node_etcd_error(n));
 		return;
@@ -291,7 +313,7 @@ static void node_history_add(struct node *n, const char *version, enum run_resul
 static int node_batch_history(struct node *n, struct fleet_batch *b)
 {
 	node_history_load(n);
-	if (!n->run.history_known)
+	if (!n->run.history_known || n->run.history_denied)
 		return 0;
 	return fleet_batch_history(b, n->host, &n->run.history);
 }
@@ -346,6 +368,7 @@ static int node_batch_failure(struct node *n, struct fleet_batch *b, const char 
  * writes the status again). */
 static void node_failure_written(struct node *n, int r)
 {
+	node_history_check_denied(n, r);
 	if (r < 0) {
 		log_warnx("cannot record the failed run: %s",
 			  r == -EINVAL ? strerror(-r) : node_etcd_error(n));
@@ -464,6 +487,7 @@ static int node_record_end(struct node *n, const char *version, bool validated,
  * re-registration replaces first). */
 static void node_success_written(struct node *n, int r)
 {
+	node_history_check_denied(n, r);
 	if (r < 0) {
 		log_fields(LOG_WARNING, n->run.local, NULL, "cannot record the run at '%s': %s, will retry",
 			   or_none(n->run.local), node_etcd_error(n));
