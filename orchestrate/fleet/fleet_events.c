@@ -579,7 +579,9 @@ static int host_diff(const char *name, const struct host_snap *b, const struct h
 		_cleanup_(buf_releasep) struct buf d = BUF_INIT;
 		if ((r = dead_detail(&a->h, &d)) < 0 ||
 		    (r = emit(out, revision, &(struct event_spec){
-				.kind = FLEET_EVENT_DEAD, .host = name, .version = a->h.running,
+				.kind = FLEET_EVENT_DEAD, .host = name,
+				/* its lease took running_version along */
+				.version = a->h.running ? a->h.running : b->h.running,
 				.detail = buf_str(&d) })) < 0)
 			return r;
 	} else if (!b->h.alive && a->h.alive && !registered) {
@@ -803,9 +805,7 @@ static int rollout_diff(const struct rollout_snap *b, const struct rollout_snap 
 		_cleanup_(buf_releasep) struct buf d = BUF_INIT;
 		const struct rollout_record *h = &a->halt;
 		if (buf_adds(&d, h->reason && *h->reason ? h->reason : "no reason recorded") < 0 ||
-		    (h->host && buf_printf(&d, " (by %s", h->host) < 0) ||
-		    (h->host && h->failed > 0 && buf_printf(&d, ", %ld failed", h->failed) < 0) ||
-		    (h->host && buf_addc(&d, ')') < 0))
+		    (h->host && buf_printf(&d, " (by %s)", h->host) < 0))
 			return -ENOMEM;
 		if ((r = emit(out, revision, &(struct event_spec){
 				.kind = FLEET_EVENT_HALTED, .version = h->version, .time = h->time,
