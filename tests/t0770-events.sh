@@ -273,6 +273,12 @@ sys.exit(p.wait(timeout=10))
 "
 '
 
+test_expect_success 'events is documented: its man page section, its help' '
+	grep -q "^\.It Cm events" "$REPO_ROOT/man/orchestrate.1" &&
+	orch events -h >out &&
+	grep -q -- "--since REV" out && grep -q -- "--count N" out && grep -q -- "--for SECONDS" out
+'
+
 test_expect_success 'exit statuses: bad arguments 64, etcd unreachable 69' '
 	test_expect_code 64 orch events --since 0 &&
 	test_expect_code 64 orch events --since x &&
