@@ -218,16 +218,36 @@ test_expect_success '--count N stops after the revision of the N-th event, print
 	EOF
 '
 
-test_expect_success 'a compacted --since is said first, and the stream goes on' '
-	rev=$(python3 -c "import json; print([json.loads(l) for l in open(\"main.out\")][0][\"revision\"])") &&
-	etcdctl_ compact "$(revision_now)" &&
+test_expect_success 'a compacted --since: said first, the events after the compaction, and on' '
+	python3 -c "
+import json
+ev = [json.loads(l) for l in open(\"main.out\")]
+print(ev[0][\"revision\"], ev[len(ev) // 2][\"revision\"])" >revs &&
+	read rev mid <revs &&
+	test $rev -lt $mid &&
+	etcdctl_ compact $mid &&
+	n=$(python3 -c "
+import json
+print(sum(1 for l in open(\"main.out\") if json.loads(l)[\"revision\"] > $mid))") &&
 	events_start late --json --since $rev --for 60 &&
-	evq late.out "len(ev) == 1 and ev[0][\"kind\"] == \"compacted\" and ev[0][\"revision\"] == $rev" &&
+	wait_for "test \$(wc -l <late.out) -gt $n" 10 &&
+	python3 - $mid <<-\EOF &&
+	import json, sys
+	mid = int(sys.argv[1])
+	key = lambda e: {k: v for k, v in e.items() if k != "time"}
+	main = [key(json.loads(l)) for l in open("main.out")]
+	got = [key(json.loads(l)) for l in open("late.out")]
+	assert got[0]["kind"] == "compacted" and got[0]["revision"] == mid, got[0]
+	assert got[1:] == [e for e in main if e["revision"] > mid], got
+	EOF
 	orch pause --group g1 --reason maintenance &&
 	wait_for "evq late.out \"kinds(kind=\\\"paused\\\", scope=\\\"group\\\")\"" 10 &&
 	orch resume --group g1 &&
 	wait_for "evq late.out \"kinds(kind=\\\"resumed\\\", scope=\\\"group\\\")\"" 10 &&
-	events_stop late
+	events_stop late &&
+	orch events --json --since $mid --count 1 --for 30 >at.out &&
+	evq at.out "ev[0][\"kind\"] == \"compacted\" and ev[0][\"revision\"] == $mid" &&
+	evq at.out "ev[1:] == [] or ev[1][\"revision\"] > $mid"
 '
 
 stop_all_nodes

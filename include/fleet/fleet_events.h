@@ -129,11 +129,14 @@ int fleet_events_read(struct fleet *f, int64_t revision, struct fleet_events_sta
  * events of each revision at once (n > 0) and returns 0 to go on or non-zero
  * to stop (the stream then does nothing more; the caller ends its loop).
  *
- * When the revision to watch from was compacted (at the start, with since,
- * or later), fn gets one FLEET_EVENT_COMPACTED event (its revision the
- * compaction's when etcd said it, detail what was lost), the state is read
- * again at the newest revision, and what changed meanwhile comes out as
- * events at that revision; then the watch goes on from there.  A lost
+ * When since - 1 was compacted, fn gets one FLEET_EVENT_COMPACTED event at
+ * the oldest revision etcd keeps, C (the watch from since says it), the
+ * state is read at C and the events after C follow.  When the revision to
+ * watch from is compacted later (a stream cut while etcd compacted), fn
+ * gets one FLEET_EVENT_COMPACTED event (at the compaction's revision when
+ * etcd said it), the state is read again at the newest revision, and what
+ * changed meanwhile comes out as events at that revision; then the watch
+ * goes on from there.  A lost
  * stream resumes by itself from its revision (nothing lost, nothing twice);
  * a read that fails because etcd is unreachable is tried again with backoff.
  *

@@ -19,7 +19,6 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -869,33 +868,22 @@ static int rollout_diff(const struct rollout_snap *b, const struct rollout_snap 
 static char *host_of_key(const struct fleet_events_state *s, const struct etcd_kv *kv,
 			 int *ret_error)
 {
-	static const struct {
-		size_t dir;		/* offset of the directory in the state */
-		int parts;
-		bool model;
-	} dirs[] = {
-		{ offsetof(struct fleet_events_state, k_status_dir), 3, false },
-		{ offsetof(struct fleet_events_state, k_running_dir), 1, false },
-		{ offsetof(struct fleet_events_state, k_alive_dir), 1, false },
-		{ offsetof(struct fleet_events_state, k_groups_dir), 2, false },
-		{ offsetof(struct fleet_model, k_failed_dir), 1, true },
-		{ offsetof(struct fleet_model, k_canary_dir), 1, true },
-	};
+	const char *dirs[] = { s->k_status_dir, s->k_running_dir, s->k_alive_dir, s->k_groups_dir,
+			       s->model.k_failed_dir, s->model.k_canary_dir };
+	static const int parts_below[] = { 3, 1, 1, 2, 1, 1 };
 
 	*ret_error = 0;
 	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
-		const char *base = dirs[i].model ? (const char *)&s->model : (const char *)s;
-		const char *dir = *(char *const *)(base + dirs[i].dir);
 		_cleanup_(freep) char *copy = NULL;
 		char *parts[3];
-		int r = split(kv, dir, dirs[i].parts, parts, &copy);
+		int r = split(kv, dirs[i], parts_below[i], parts, &copy);
 		if (r == -EINVAL)
 			continue;
 		if (r < 0) {
 			*ret_error = r;
 			return NULL;
 		}
-		char *host = strdup(parts[dirs[i].parts - 1]);
+		char *host = strdup(parts[parts_below[i] - 1]);
 		if (!host)
 			*ret_error = -ENOMEM;
 		return host;
@@ -1076,11 +1064,21 @@ struct fleet_events {
 	struct etcd_watch *watch;
 	sd_event_source *retry;		/* the re-read after a compaction, again */
 	unsigned failures;
+	/* A --since whose revision was compacted: the state is not the fleet at
+	 * its revision (there is nothing to compare with), and the re-read is at
+	 * resync_at, the oldest revision etcd keeps (0: the newest). */
+	bool no_base;
+	int64_t resync_at;
 	bool stopped;			/* fn said stop, or end ran */
 	fleet_events_fn fn;
 	fleet_events_end_fn end;
 	void *userdata;
 };
+
+/* A stream silent this long is opened again (from its revision: nothing is
+ * lost): etcd sends a progress notification every 10 minutes by default, so
+ * only a dead connection stays silent longer; the daemon's default too. */
+#define FLEET_EVENTS_IDLE_MS (15 * 60 * 1000)
 
 static int stream_watch(struct fleet_events *fe);
 
@@ -1127,17 +1125,26 @@ static int on_events(const struct etcd_event *events, size_t n, int64_t revision
 }
 
 /* Reads the state again at the newest revision, says what changed since
- * the one the stream had, and watches on from there. */
+ * the one the stream had, and watches on from there.  Without a base (a
+ * compacted --since), reads at the oldest revision etcd keeps and says
+ * nothing: the events after it follow from the watch. */
 static int stream_resync(struct fleet_events *fe)
 {
 	_cleanup_(state_releasep) struct fleet_events_state fresh = { 0 };
 	_cleanup_(fleet_event_list_releasep) struct fleet_event_list out = { 0 };
 	int r;
 
-	if ((r = fleet_events_state_init(&fresh, fe->state.prefix)) < 0 ||
-	    (r = fleet_events_read(fe->f, 0, &fresh)) < 0 ||
+	if ((r = fleet_events_state_init(&fresh, fe->state.prefix)) < 0)
+		return r;
+	r = fleet_events_read(fe->f, fe->no_base ? fe->resync_at : 0, &fresh);
+	if (r == -ESTALE && fe->no_base)
+		fe->resync_at = 0;	/* compacted again meanwhile: the newest */
+	if (r < 0)
+		return r;
+	if (!fe->no_base &&
 	    (r = fleet_events_state_diff(&fe->state, &fresh, fresh.revision, &out)) < 0)
 		return r;
+	fe->no_base = false;
 	fleet_events_state_release(&fe->state);
 	fe->state = fresh;
 	fresh = (struct fleet_events_state){ 0 };
@@ -1186,16 +1193,20 @@ static int on_retry(sd_event_source *s, uint64_t usec, void *userdata)
 	return 0;
 }
 
-/* What a compaction cost: one event before the re-read. */
-static int say_compacted(struct fleet_events *fe, int64_t from, int64_t compact)
+/* What a compaction cost: one event, before the re-read.  from: the
+ * revision the stream wanted; keeps: the oldest etcd keeps (0: not said);
+ * after: the events after keeps follow (no differences). */
+static int say_compacted(struct fleet_events *fe, int64_t from, int64_t compact, bool after)
 {
 	_cleanup_(fleet_event_list_releasep) struct fleet_event_list l = { 0 };
 	_cleanup_(buf_releasep) struct buf d = BUF_INIT;
 	int r;
 
-	if (buf_printf(&d, "revision %lld is compacted", (long long)from) < 0 ||
-	    (compact > 0 && buf_printf(&d, " (etcd keeps %lld on)", (long long)compact) < 0) ||
-	    buf_adds(&d, ": what changed since comes as differences at the current revision") < 0)
+	if (buf_printf(&d, "events from revision %lld: compacted", (long long)from) < 0 ||
+	    (compact > 0 && buf_printf(&d, ", etcd keeps %lld on", (long long)compact) < 0) ||
+	    (after && buf_printf(&d, "; the events after %lld follow", (long long)compact) < 0) ||
+	    (!after && buf_adds(&d, "; what changed meanwhile comes as differences at the "
+			       "current revision") < 0))
 		return -ENOMEM;
 	if ((r = emit(&l, compact > 0 ? compact : from, &(struct event_spec){
 			.kind = FLEET_EVENT_COMPACTED, .detail = buf_str(&d) })) < 0)
@@ -1216,7 +1227,10 @@ static void on_watch_error(struct etcd_watch *w, int error, int64_t compact, voi
 		stream_end(fe, error);
 		return;
 	}
-	r = say_compacted(fe, fe->state.revision + 1, compact);
+	if (fe->no_base && compact <= 0)
+		fe->no_base = false;	/* where to start is not said: the newest, as a resync */
+	fe->resync_at = fe->no_base ? compact : 0;
+	r = say_compacted(fe, fe->state.revision + 1, compact, fe->no_base);
 	if (r < 0)
 		stream_end(fe, r);
 	else if (r == 0)
@@ -1226,8 +1240,8 @@ static void on_watch_error(struct etcd_watch *w, int error, int64_t compact, voi
 static int stream_watch(struct fleet_events *fe)
 {
 	struct etcd_watch_range range = { fe->state.k_root, true, fe->state.revision + 1 };
-	return etcd_watch_start_ranges(fe->f->etcd, &range, 1, 0, on_events, on_watch_error, fe,
-				       &fe->watch);
+	return etcd_watch_start_ranges(fe->f->etcd, &range, 1, FLEET_EVENTS_IDLE_MS, on_events,
+				       on_watch_error, fe, &fe->watch);
 }
 
 int fleet_events_start(struct fleet *f, sd_event *event, int64_t since, fleet_events_fn fn,
@@ -1249,14 +1263,24 @@ int fleet_events_start(struct fleet *f, sd_event *event, int64_t since, fleet_ev
 	if (since > 1) {
 		r = fleet_events_read(f, since - 1, &fe->state);
 		if (r == -ESTALE) {
-			/* what came since is gone: the present, and on from it */
+			/* The state before since is gone: the earliest etcd keeps.
+			 * When that is since itself, its own events are lost; else
+			 * the watch from since says where etcd keeps on from, and
+			 * the state is read there (on_watch_error). */
 			fleet_events_state_release(&fe->state);
-			if ((r = fleet_events_state_init(&fe->state, fleet_prefix(f))) < 0 ||
-			    (r = fleet_events_read(f, 0, &fe->state)) < 0)
+			if ((r = fleet_events_state_init(&fe->state, fleet_prefix(f))) < 0)
 				goto fail;
-			r = say_compacted(fe, since, 0);
-			if (r < 0)
-				goto fail;
+			r = fleet_events_read(f, since, &fe->state);
+			if (r == 0) {
+				if ((r = say_compacted(fe, since, since, true)) < 0)
+					goto fail;
+			} else if (r == -ESTALE) {
+				fleet_events_state_release(&fe->state);
+				if ((r = fleet_events_state_init(&fe->state, fleet_prefix(f))) < 0)
+					goto fail;
+				fe->no_base = true;
+				fe->state.revision = since - 1;
+			}
 		}
 	} else if (since == 1) {
 		r = 0;		/* nothing exists before revision 1 */
