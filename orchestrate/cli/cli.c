@@ -103,6 +103,7 @@ static const struct command *const commands[] = {
 	&command_get_services,
 
 	&command_status,
+	&command_events,
 	&command_ping,
 };
 
