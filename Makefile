@@ -87,6 +87,7 @@ LIB_OBJS = \
 	orchestrate/fleet/fleet_lease.o \
 	orchestrate/fleet/fleet_stream.o \
 	orchestrate/fleet/fleet_model.o \
+	orchestrate/fleet/fleet_events.o \
 	orchestrate/fleet/fleet_rollout.o \
 	orchestrate/fleet/fleet_wait.o \
 	orchestrate/fleet/catalog.o \
@@ -95,6 +96,7 @@ LIB_OBJS = \
 	orchestrate/output/render_commands.o \
 	orchestrate/output/metrics.o \
 	orchestrate/output/metrics_fleet.o \
+	orchestrate/output/render_events.o \
 	orchestrate/config/config.o \
 	orchestrate/config/options.o \
 	orchestrate/config/netif.o \
@@ -105,6 +107,7 @@ CLI_OBJS = \
 	orchestrate/cli/cli.o \
 	orchestrate/cli/cmd_versions.o \
 	orchestrate/cli/cmd_status.o \
+	orchestrate/cli/cmd_events.o \
 	orchestrate/cli/cmd_services.o \
 	orchestrate/cli/cmd_admin.o \
 	orchestrate/cli/cmd_history.o \

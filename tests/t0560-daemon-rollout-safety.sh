@@ -152,13 +152,21 @@ test_expect_success 'a promotion of an earlier trigger does not count' '
 	test "$(hosts_started v5)" = 2
 '
 
-test_expect_success 'auto_promote: canaries validated with no failure promote by themselves' '
+# promotes_of VERSION  — how many times rollout/promoted was written for
+# VERSION since the current trigger (a watch from its revision, bounded).
+promotes_of () {
+	timeout 3 etcdctl --endpoints "$ETCD_URL" watch --rev="$(trigger_of)" /rollout/promoted |
+		grep -c "\"version\":\"$1\"" || :
+}
+
+test_expect_success 'auto_promote: canaries validated with no failure promote by themselves, once' '
 	: >"$TRASH/runs.log" &&
 	etcdctl_put /rollout/policy "{\"max_parallel\":3,\"canary\":1,\"auto_promote\":true}" &&
 	etcdctl_put /current_version v6 &&
 	wait_for "all_at v6" 40 &&
 	test "$(field /rollout/promoted version)" = v6 &&
-	field /rollout/promoted reason | grep -q "^auto (s[1-5])$"
+	field /rollout/promoted reason | grep -q "^auto (s[1-5])$" &&
+	test "$(promotes_of v6)" = 1
 '
 
 test_expect_success 'healthy_deadline: a run past it is failed and its hook killed' '

@@ -67,6 +67,16 @@ int fleet_batch_failure(struct fleet_batch *b, const char *host, const char *ver
 int fleet_batch_clear_failure(struct fleet_batch *b, const char *host);
 int fleet_batch_canary(struct fleet_batch *b, const char *host, const char *version,
 		       int64_t trigger);
+/*
+ * The automatic promote of the canaries of version at trigger, by by, as a
+ * batch's guarded write: it lands only while current_version is still that
+ * trigger and rollout/promoted still at promoted_mod (0: absent), so it is
+ * written once, never over an operator's, and from the node's model alone
+ * (no read; fleet_promote() reads, for the command line).  A failed guard
+ * writes nothing.
+ */
+int fleet_batch_promote(struct fleet_batch *b, const char *version, int64_t trigger,
+			int64_t promoted_mod, const char *by);
 
 /*
  * Halts the rollout of version at trigger: one txn that holds only if

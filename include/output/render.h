@@ -22,6 +22,7 @@
 
 #include "base/buf.h"
 #include "fleet/fleet.h"
+#include "fleet/fleet_events.h"
 #include "fleet/fleet_rollout.h"
 #include "output/hiera.h"
 
@@ -122,6 +123,16 @@ int render_progress(const struct fleet_progress *p, const char *what, size_t wid
 /* A unix time as an operator reads it, local: "12:01" within the last day,
  * else "2026-11-23 12:01"; "?" when unknown. */
 int render_clock(int64_t t, int64_t now, struct buf *out);
+
+/* render_events.c: one event of `orchestrate events` a line,
+ * "TIME REVISION KIND HOST VERSION [WORDS]" — TIME in UTC
+ * ("2026-11-26T10:01:02Z", the value's time, else now), HOST and VERSION "-"
+ * when none, WORDS "from V", the stage, "attempt N", "wait W" and the detail
+ * — sanitised as one line (RENDER_LINE); and the JSON line
+ * {"revision","time","kind","host","version"[,"from","stage","attempt",
+ * "wait","scope"],"detail"}. */
+int render_event(FILE *out, const struct fleet_event *e, int64_t now);
+int render_json_event(FILE *out, const struct fleet_event *e, int64_t now);
 
 /* render_commands.c: a NULL-terminated list, one item a line. */
 int render_lines(char *const *items, FILE *out);

@@ -130,6 +130,8 @@ extern const struct command command_trigger_update, command_rollback,
 /* cmd_status.c */
 extern const struct command command_update_own_status, command_get_failures,
 	command_local_health, command_status, command_ping;
+/* cmd_events.c */
+extern const struct command command_events;
 /* cmd_services.c */
 extern const struct command command_publish_service, command_unpublish_service,
 	command_get_services, command_cache_services, command_wait_for_service;

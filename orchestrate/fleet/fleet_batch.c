@@ -207,6 +207,33 @@ int fleet_batch_canary(struct fleet_batch *b, const char *host, const char *vers
 	return batch_put(b, key_rollout_canary(fleet_prefix(b->f), host), value, 0);
 }
 
+int fleet_batch_promote(struct fleet_batch *b, const char *version, int64_t trigger,
+			int64_t promoted_mod, const char *by)
+{
+	const char *P = fleet_prefix(b->f);
+	_cleanup_(freep) char *k_cur = key_current_version(P);
+	_cleanup_(freep) char *value = NULL;
+	struct rollout_record rec = {
+		.version = (char *)version, .trigger = trigger, .time = fleet_now(),
+		.reason = (char *)by,
+	};
+	int r;
+
+	if (!name_ok(version) || trigger <= 0 || promoted_mod < 0)
+		return -EINVAL;
+	if (!k_cur)
+		return -ENOMEM;
+	if ((r = rollout_record_encode(&rec, &value)) < 0 ||
+	    (r = fleet_batch_if_written_at(b, k_cur, trigger)) < 0)
+		return r;
+	_cleanup_(freep) char *k_prom = key_rollout_promoted(P);
+	if (!k_prom)
+		return -ENOMEM;
+	if ((r = fleet_batch_if_written_at(b, k_prom, promoted_mod)) < 0)
+		return r;
+	return batch_put(b, TAKE_PTR(k_prom), value, 0);
+}
+
 int fleet_batch_if_written_at(struct fleet_batch *b, const char *key, int64_t revision)
 {
 	int r = etcd_txn_if_mod_revision(b->t, key, ETCD_CMP_EQUAL, revision);

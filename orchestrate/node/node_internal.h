@@ -120,6 +120,7 @@ struct node_rollout {
 	sd_event_source *progress_timer;	/* progress_deadline, first in the queue */
 	uint64_t progress_releases;	/* model.holder_releases when it was armed */
 	int64_t halt_revision;		/* of the halt this node wrote (node_halt_pending) */
+	int64_t promoted_trigger;	/* the trigger its automatic promote was sent for */
 	int64_t budget_trigger;		/* the failure count last checked against... */
 	size_t budget_count;		/* ...the budget, so it is checked once */
 };
@@ -332,7 +333,8 @@ struct slot_wait {
 };
 int node_take_slot(struct node *n, struct slot_wait *ret_wait);
 /* Under auto_promote, the first host waiting for promote writes it when the
- * canaries validated with no failure (fleet_promote; the txn makes it once). */
+ * canaries validated with no failure: a queued write (node_write.c) whose
+ * guards make it once per trigger (fleet_batch_promote). */
 int node_promote_if_due(struct node *n, const struct slot_wait *w);
 void node_unwatch_stage(struct node *n);
 /* Idle: no progress deadline, no slot, no stage watch. */

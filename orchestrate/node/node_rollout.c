@@ -275,22 +275,49 @@ static int node_queue(struct node *n)
 
 /* Past the canaries, promote is what the host waits for first; under
  * auto_promote the first in the queue speaks for it (the txn makes it once). */
+/* The automatic promote's write ended: written, or a guard failed (an
+ * operator, another host or a new trigger was first: nothing to do). */
+static void node_promoted(struct node *n, int r)
+{
+	const struct fleet_model *m = &n->sync.model;
+
+	if (r == -ECANCELED)
+		return;
+	if (r < 0) {
+		log_warnx("cannot promote the rollout of %s: %s, will retry", or_none(m->desired),
+			  node_etcd_error(n));
+		n->rollout.promoted_trigger = 0;
+		node_retry_later(n);
+		return;
+	}
+	log_fields(LOG_NOTICE, m->desired, NULL,
+		   "canaries of %s validated with no failure: promoted", m->desired);
+}
+
 int node_promote_if_due(struct node *n, const struct slot_wait *w)
 {
-	const struct rollout_policy *policy = &n->sync.model.policy;
+	const struct fleet_model *m = &n->sync.model;
+	const struct rollout_policy *policy = &m->policy;
 	_cleanup_(freep) char *by = NULL;
+	struct fleet_batch *b = NULL;
 	int r;
 
 	if (!w->canary || !policy->auto_promote || w->rank != 0 ||
-	    w->canaries_done < (size_t)policy->canary || w->failed > 0)
-		return 0;
+	    w->canaries_done < (size_t)policy->canary || w->failed > 0 ||
+	    !m->desired || m->trigger <= 0 || n->rollout.promoted_trigger == m->trigger)
+		return 0;	/* not due, or sent and on its way to the model */
 	if (asprintf(&by, "auto (%s)", n->host) < 0)
 		return -ENOMEM;
-	r = fleet_promote(&n->fleet, by, n->sync.model.trigger, NULL);
-	if (r > 0)
-		log_fields(LOG_NOTICE, n->sync.model.desired, NULL,
-			   "canaries of %s validated with no failure: promoted", n->sync.model.desired);
-	return r < 0 ? r : 0;
+	if ((r = fleet_batch_new(&n->fleet, &b)) < 0 ||
+	    (r = fleet_batch_promote(b, m->desired, m->trigger,
+				     m->promoted.key ? m->promoted.mod_revision : 0, by)) < 0) {
+		fleet_batch_free(b);
+		return r;
+	}
+	if ((r = node_write_begin(n, b, "the automatic promote", node_promoted)) < 0)
+		return r;
+	n->rollout.promoted_trigger = m->trigger;
+	return 0;
 }
 
 /*

@@ -186,8 +186,8 @@ static void test_render(void)
 	_cleanup_(freep) char *text = render(&v, &o);
 	_cleanup_(freep) char *want = NULL;
 
-	ok(strstr(text, "policy: max_parallel 2, max_fail_percent 50, canary 2 (auto_promote), "
-			"auto_revert\n") != NULL, "the policy line names every safety key");
+	ok(strstr(text, "policy: max_parallel 2, max_fail_percent 50, auto_revert, canary 2, "
+			"auto_promote\n") != NULL, "the policy line names every safety key");
 	ok(asprintf(&want, "rollout: HALTED: deadline\\n\\x1b[2Jpassed (by web1 at %s)\n", at) > 0 &&
 	   strstr(text, want), "the halt: reason sanitised, by whom, when");
 	ok(strstr(text, "canary: 1/2 done, waiting for the canaries\n") != NULL, "canary progress");
