@@ -84,12 +84,9 @@ static int on_signal(sd_event_source *s, const struct signalfd_siginfo *si, void
  */
 static void check_hooks(const struct config *cfg)
 {
-	const struct { const char *name, *path; } hooks[] = {
-		{ "upgrade", cfg->hook_upgrade },
-		{ "config", cfg->hook_config },
-		{ "validate", cfg->hook_validate },
-		{ "services", cfg->hook_services },
-	};
+#define HOOK_ENTRY(kind) { #kind, cfg->hook_##kind },
+	const struct { const char *name, *path; } hooks[] = { CONFIG_HOOK_KINDS(HOOK_ENTRY) };
+#undef HOOK_ENTRY
 	for (size_t i = 0; i < sizeof(hooks) / sizeof(hooks[0]); i++) {
 		struct stat st;
 		const char *path = hooks[i].path;
