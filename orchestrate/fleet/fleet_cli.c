@@ -285,11 +285,12 @@ int fleet_history_version(struct fleet *f, const char *version, struct host_run 
 				goto fail;
 			}
 			v = nv;
+			/* The run moves out of h, its strings with it. */
 			v[n] = (struct host_run){ .run = h.runs[k] };
 			h.runs[k].version = NULL;
 			h.runs[k].error = NULL;
 			n++;
-			if (!(v[n - 1].host = strdup(host)) || !(v[n - 1].run.version = strdup(version))) {
+			if (!(v[n - 1].host = strdup(host))) {
 				r = -ENOMEM;
 				goto fail;
 			}
