@@ -88,6 +88,7 @@ LIB_OBJS = \
 	orchestrate/fleet/fleet_stream.o \
 	orchestrate/fleet/fleet_model.o \
 	orchestrate/fleet/fleet_events.o \
+	orchestrate/fleet/fleet_plan.o \
 	orchestrate/fleet/fleet_rollout.o \
 	orchestrate/fleet/fleet_wait.o \
 	orchestrate/fleet/catalog.o \
@@ -97,6 +98,7 @@ LIB_OBJS = \
 	orchestrate/output/metrics.o \
 	orchestrate/output/metrics_fleet.o \
 	orchestrate/output/render_events.o \
+	orchestrate/output/render_plan.o \
 	orchestrate/config/config.o \
 	orchestrate/config/options.o \
 	orchestrate/config/netif.o \
@@ -111,6 +113,7 @@ CLI_OBJS = \
 	orchestrate/cli/cmd_services.o \
 	orchestrate/cli/cmd_admin.o \
 	orchestrate/cli/cmd_history.o \
+	orchestrate/cli/cmd_plan.o \
 	orchestrate/cli/cmd_identity.o
 
 DAEMON_OBJS = \

@@ -206,5 +206,8 @@ int fleet_stage_ready(struct fleet *f, const struct rollout_policy *p, const cha
  * groups), at least 1.  One count (or keys-only) read of alive/, and of groups/. */
 int fleet_percent_limit(struct fleet *f, const struct rollout_policy *p, const char *group,
 			long *ret);
+/* The slots max_percent gives a stage of alive hosts (pure): at least 1.
+ * fleet_percent_limit() and the plan (fleet_plan.h) both count with it. */
+long rollout_percent_limit(const struct rollout_policy *p, size_t alive);
 
 #endif

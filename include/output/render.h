@@ -24,6 +24,7 @@
 #include "fleet/fleet.h"
 #include "fleet/fleet_events.h"
 #include "fleet/fleet_rollout.h"
+#include "fleet/fleet_plan.h"
 #include "output/hiera.h"
 
 /* How status draws the fleet (render_status_view()). */
@@ -225,5 +226,19 @@ int render_json_service_wait(FILE *out, const char *service, size_t count, bool 
  * value (rollout_policy_encode()), or null. */
 int render_policy(FILE *out, const struct rollout_policy *p);
 int render_json_policy(FILE *out, const struct rollout_policy *p);
+
+/* --- plan (render_plan.c) ------------------------------------------------------- */
+
+/*
+ * plan: the head (version, trigger, policy, host counts), the failure budget
+ * (and the halt), one line a batch in order — "batch N  GROUP  [canary]
+ * K hosts  ~ESTIMATE  HOSTS" with "then the canaries are promoted" before
+ * the batch a promote comes first — the waiting hosts with why, the dead,
+ * those at the version already, and the estimated duration with the median
+ * run of the fleet and of each group.  The JSON is orchestrate(1)'s PLAN shape.
+ */
+struct fleet_plan;
+int render_plan(FILE *out, const struct fleet_plan *p);
+int render_json_plan(FILE *out, const struct fleet_plan *p);
 
 #endif

@@ -104,6 +104,7 @@ static const struct command *const commands[] = {
 
 	&command_status,
 	&command_history,
+	&command_plan,
 	&command_events,
 	&command_ping,
 };

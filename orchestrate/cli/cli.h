@@ -137,6 +137,8 @@ extern const struct command command_publish_service, command_unpublish_service,
 	command_get_services, command_cache_services, command_wait_for_service;
 /* cmd_history.c */
 extern const struct command command_history;
+/* cmd_plan.c */
+extern const struct command command_plan;
 /* cmd_identity.c */
 extern const struct command command_node_identity;
 /* cmd_admin.c */

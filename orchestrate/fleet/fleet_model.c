@@ -840,8 +840,12 @@ int fleet_percent_limit(struct fleet *f, const struct rollout_policy *p, const c
 			total -= in < total ? in : total;
 		}
 	}
-	*ret = (long)((double)total * p->max_percent / 100.0);
-	if (*ret < 1)
-		*ret = 1;
+	*ret = rollout_percent_limit(p, total);
 	return 0;
+}
+
+long rollout_percent_limit(const struct rollout_policy *p, size_t alive)
+{
+	long limit = (long)((double)alive * p->max_percent / 100.0);
+	return limit < 1 ? 1 : limit;
 }
