@@ -18,8 +18,8 @@
  * of their holder keys), so the plan puts the hosts already queued first and
  * the rest by name; the splay is in each node's config, not in etcd.
  *
- * fleet_plan_read() reads (the whole-fleet view, rollout/ and history/ at its
- * revision); fleet_plan_build() is pure, for the unit tests.
+ * fleet_plan_read() reads (the whole-fleet view, rollout/ at its revision,
+ * history/ beside them); fleet_plan_build() is pure, for the unit tests.
  */
 #ifndef ORCHESTRATE_FLEET_PLAN_H
 #define ORCHESTRATE_FLEET_PLAN_H
@@ -101,7 +101,8 @@ struct fleet_plan {
 	size_t n_groups;
 	int64_t median;		/* of every host's median; -1: none known */
 	int64_t estimate;	/* the batches' estimates summed; -1: not known */
-	bool manual_promote;	/* the estimate leaves out an operator's promote */
+	bool manual_promote;	/* a promote is an operator's (no auto_promote, or a failure
+				 * holds it back): the estimate leaves the wait out */
 };
 
 void fleet_plan_release(struct fleet_plan *p);
@@ -126,8 +127,10 @@ struct plan_input {
 /* The plan (pure).  ret->version NULL: no version given and none set. */
 int fleet_plan_build(const struct plan_input *in, struct fleet_plan *ret);
 
-/* Reads the fleet (fleet_view_read) and, at its revision, rollout/,
- * current_version and history/, then builds the plan. */
+/* Reads the fleet (fleet_view_read) and, at its revision, rollout/ and
+ * current_version, then builds the plan.  history/ (only the estimate needs
+ * it) is read at the same time on a second client when f->parallel is set,
+ * so at the newest revision rather than the view's. */
 int fleet_plan_read(struct fleet *f, const char *version, struct fleet_plan *ret);
 
 /* The median of v's n values (sorts v; the lower of the middle two); -1 when

@@ -13,6 +13,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -643,7 +644,8 @@ static void plan_estimates(struct fleet_plan *p)
 		}
 		if (pb->estimate >= 0 && p->policy_state == 1)
 			pb->estimate += p->policy.min_healthy_time;
-		if (pb->promote_before && !p->policy.auto_promote)
+		/* auto_promote waits for canaries without a failure (node_promote_if_due) */
+		if (pb->promote_before && (!p->policy.auto_promote || p->failed > 0))
 			p->manual_promote = true;
 		if (pb->estimate < 0 || p->estimate < 0)
 			p->estimate = -1;
@@ -795,38 +797,82 @@ static int read_rollout(struct fleet *f, struct plan_read *pr)
 	return 0;
 }
 
-/* history/ at the view's revision, each host's value reduced to its median
- * as it is read (10,000 histories are never held at once). */
-static int read_medians(struct fleet *f, struct plan_read *pr)
+/* history/, each host's value reduced to its median (10,000 histories are
+ * never held decoded at once). */
+static int read_medians(struct plan_read *pr, const char *dir, const struct etcd_kv_list *list)
 {
-	_cleanup_(freep) char *dir = key_history_dir(fleet_prefix(f));
-	_cleanup_(etcd_kv_list_releasep) struct etcd_kv_list list = ETCD_KV_LIST_INIT;
-	size_t cap = 0;
+	size_t count = 0;
 	int r;
 
-	if (!dir)
+	if (!(pr->medians = calloc(list->n ? list->n : 1, sizeof(*pr->medians))))
 		return -ENOMEM;
-	if ((r = etcd_get_prefix(f->etcd, dir, 0, pr->view.revision, &list)) < 0)
-		return r;
-	if (!(pr->medians = calloc(list.n ? list.n : 1, sizeof(*pr->medians))))
-		return -ENOMEM;
-	for (size_t i = 0; i < list.n; i++) {
+	for (size_t i = 0; i < list->n; i++) {
 		_cleanup_(run_history_releasep) struct run_history h = { 0 };
 		_cleanup_(freep) char *copy = NULL;
 		char *host;
 
-		if (key_split(list.kvs[i].key, list.kvs[i].key_len, dir, &host, 1, &copy) != 1)
+		if (key_split(list->kvs[i].key, list->kvs[i].key_len, dir, &host, 1, &copy) != 1)
 			continue;
-		r = run_history_decode(list.kvs[i].value, list.kvs[i].value_len, &h);
+		r = run_history_decode(list->kvs[i].value, list->kvs[i].value_len, &h);
 		if (r == -ENOMEM)
 			return r;
 		if (r < 0)
 			continue;
-		if ((r = strv_push(&pr->hosts, &cap, host)) < 0)
+		if ((r = strv_push(&pr->hosts, &count, host)) < 0)
 			return r;
 		pr->medians[pr->n++] = run_history_median(&h);
 	}
 	return 0;
+}
+
+/* The history range on a client of its own, beside the view's reads: it is
+ * as big as the status range at 10,000 hosts, and it only feeds the
+ * estimate, so it need not be pinned to the view's revision. */
+struct history_lane {
+	struct etcd_client *etcd;
+	const char *dir;
+	struct etcd_kv_list list;
+	int r;
+};
+
+static void *history_lane_run(void *userdata)
+{
+	struct history_lane *l = userdata;
+	l->r = etcd_get_prefix(l->etcd, l->dir, 0, 0, &l->list);
+	return NULL;
+}
+
+/* One attempt: the view, rollout/ at its revision, and history/ (in a
+ * thread when f->parallel allows one, else at the view's revision). */
+static int plan_read_once(struct fleet *f, struct plan_read *pr)
+{
+	_cleanup_(freep) char *dir = key_history_dir(fleet_prefix(f));
+	_cleanup_(etcd_client_freep) struct etcd_client *second = NULL;
+	struct history_lane lane = { .dir = dir, .list = ETCD_KV_LIST_INIT, .r = -EAGAIN };
+	pthread_t thread;
+	bool threaded = false;
+	int r;
+
+	if (!dir)
+		return -ENOMEM;
+	if (f->parallel && etcd_client_new(f->parallel, &second) >= 0) {
+		lane.etcd = second;
+		threaded = pthread_create(&thread, NULL, history_lane_run, &lane) == 0;
+	}
+	r = fleet_view_read(f, &pr->view);
+	if (threaded)
+		pthread_join(thread, NULL);
+	if (r >= 0)
+		r = read_rollout(f, pr);
+	/* say what failed through the client the caller asks */
+	if (r >= 0 && lane.r < 0) {
+		etcd_kv_list_release(&lane.list);
+		r = etcd_get_prefix(f->etcd, dir, 0, pr->view.revision, &lane.list);
+	}
+	if (r >= 0)
+		r = read_medians(pr, dir, &lane.list);
+	etcd_kv_list_release(&lane.list);
+	return r;
 }
 
 int fleet_plan_read(struct fleet *f, const char *version, struct fleet_plan *ret)
@@ -839,8 +885,7 @@ int fleet_plan_read(struct fleet *f, const char *version, struct fleet_plan *ret
 	for (int attempt = 0; attempt < 3 && r == -ESTALE; attempt++) {
 		_cleanup_(plan_read_releasep) struct plan_read pr = { 0 };
 
-		if ((r = fleet_view_read(f, &pr.view)) < 0 || (r = read_rollout(f, &pr)) < 0 ||
-		    (r = read_medians(f, &pr)) < 0)
+		if ((r = plan_read_once(f, &pr)) < 0)
 			continue;
 		struct plan_input in = {
 			.prefix = fleet_prefix(f), .version = version, .view = &pr.view,

@@ -36,7 +36,7 @@ static int print_safe(FILE *out, const char *text)
 }
 
 /* "~1m40s" (hours and minutes past an hour), or "?" when not known. */
-static int print_duration(FILE *out, int64_t seconds)
+static void print_duration(FILE *out, int64_t seconds)
 {
 	if (seconds < 0)
 		fputs("?", out);
@@ -47,7 +47,6 @@ static int print_duration(FILE *out, int64_t seconds)
 	else
 		fprintf(out, "~%lldh%02lldm", (long long)(seconds / 3600),
 			(long long)(seconds % 3600 / 60));
-	return 0;
 }
 
 struct policy_words {
@@ -115,12 +114,11 @@ static int print_batches(FILE *out, const struct fleet_plan *p)
 		const struct plan_batch *pb = &p->batches[b];
 		if (pb->promote_before)
 			fprintf(out, "  then the canaries are promoted (%s)\n",
-				p->policy.auto_promote ? "auto_promote"
-						       : "by an operator: orchestrate promote");
+				p->manual_promote ? "by an operator: orchestrate promote"
+						  : "auto_promote");
 		fprintf(out, "batch %zu  %s%s  %zu host%s  ", b + 1, pb->group ? pb->group : "-",
 			pb->canary ? "  canary" : "", pb->n, pb->n == 1 ? "" : "s");
-		if (print_duration(out, pb->estimate) < 0)
-			return -ENOMEM;
+		print_duration(out, pb->estimate);
 		fputs(" ", out);
 		for (size_t i = 0; i < pb->n; i++)
 			fprintf(out, " %s", p->hosts[pb->hosts[i]].host);
@@ -170,38 +168,40 @@ static int print_others(FILE *out, const struct fleet_plan *p)
 	return 0;
 }
 
-static int print_estimate(FILE *out, const struct fleet_plan *p)
+static void print_estimate(FILE *out, const struct fleet_plan *p)
 {
 	fputs("estimated duration: ", out);
-	if (print_duration(out, p->estimate) < 0)
-		return -ENOMEM;
-	if (p->estimate < 0 && p->n_batches)
-		fputs(" (no successful run in any host's history)", out);
-	fprintf(out, " (%zu batch%s, each its slowest host's median run", p->n_batches,
-		p->n_batches == 1 ? "" : "es");
-	if (p->policy_state == 1 && p->policy.min_healthy_time)
-		fprintf(out, " + min_healthy_time %lds", p->policy.min_healthy_time);
-	fputs("; splay not counted", out);
-	if (p->manual_promote)
-		fputs("; plus the wait for an operator's promote", out);
-	fputs(")\nmedian run: fleet ", out);
-	if (print_duration(out, p->median) < 0)
-		return -ENOMEM;
+	if (p->n_batches == 0) {
+		fputs("none, nothing to run", out);
+	} else if (p->estimate < 0) {
+		fputs("not known (no successful run in any host's history)", out);
+	} else {
+		print_duration(out, p->estimate);
+		fprintf(out, " (%zu batch%s, each its slowest host's median run", p->n_batches,
+			p->n_batches == 1 ? "" : "es");
+		if (p->policy_state == 1 && p->policy.min_healthy_time)
+			fprintf(out, " + min_healthy_time %lds", p->policy.min_healthy_time);
+		fputs("; splay not counted", out);
+		if (p->manual_promote)
+			fputs("; plus the wait for an operator's promote", out);
+		fputc(')', out);
+	}
+	fputs("\nmedian run: fleet ", out);
+	print_duration(out, p->median);
 	for (size_t g = 0; g < p->n_groups; g++) {
-		fprintf(out, "%s %s ", g ? "," : ";", p->groups[g].group ? p->groups[g].group : "(no group)");
-		if (print_duration(out, p->groups[g].median) < 0)
-			return -ENOMEM;
+		fprintf(out, "%s %s ", g ? "," : ";",
+			p->groups[g].group ? p->groups[g].group : "(no group)");
+		print_duration(out, p->groups[g].median);
 	}
 	fputc('\n', out);
-	return 0;
 }
 
 int render_plan(FILE *out, const struct fleet_plan *p)
 {
 	print_head(out, p);
-	if (print_budget(out, p) < 0 || print_batches(out, p) < 0 || print_others(out, p) < 0 ||
-	    print_estimate(out, p) < 0)
+	if (print_budget(out, p) < 0 || print_batches(out, p) < 0 || print_others(out, p) < 0)
 		return -ENOMEM;
+	print_estimate(out, p);
 	if (p->n_batches > 1 && p->counts[PLAN_RUN] > p->n_batches)
 		fputs("note: within a group, which host runs in which batch follows the order the "
 		      "hosts queue in at the trigger (hosts queued already first, then by name)\n",

@@ -256,6 +256,26 @@ static void test_no_policy_and_percent(void)
 	   "b1 (unlisted dc2) waits for dc1: %s", h && h->why ? h->why : "(null)");
 }
 
+/* auto_promote waits for canaries without a failure: with one, the promote
+ * is an operator's; the failed canary used the only canary place. */
+static void test_failed_canary(void)
+{
+	_cleanup_(fleet_view_releasep) struct fleet_view v;
+	_cleanup_(etcd_kv_list_releasep) struct etcd_kv_list l = ETCD_KV_LIST_INIT;
+	_cleanup_(fleet_plan_releasep) struct fleet_plan p = { 0 };
+
+	view_make(&v, false);
+	kv_add(&l, "/current_version", "v2", 50);
+	kv_add(&l, "/rollout/policy",
+	       "{\"max_parallel\":3,\"canary\":1,\"auto_promote\":true,\"max_failures\":5}", 6);
+	kv_add(&l, "/rollout/failed/x1", "{\"version\":\"v2\",\"trigger\":50,\"stage\":\"config\"}", 51);
+	ok(build(NULL, &v, &l, &p) == 0, "plan v2 after its canary failed");
+	ok(p.n_batches > 0 && !p.batches[0].canary && p.batches[0].promote_before,
+	   "no canary left: the first batch waits for the promote");
+	ok(p.manual_promote, "auto_promote does not promote after a failure: an operator does");
+	is_int(p.n_batches ? p.batches[0].n : 0, 3, "then max_parallel 3");
+}
+
 static void test_median(void)
 {
 	int64_t v[] = { 5, 1, 3, 2 };
@@ -273,6 +293,7 @@ int main(void)
 	test_staged_canary_plan();
 	test_halted_and_spent();
 	test_no_policy_and_percent();
+	test_failed_canary();
 	test_median();
 	return done_testing();
 }
