@@ -9,9 +9,7 @@
  * Without VERSION it plans the rollout of current_version from now on: what
  * the fleet still has to do, with the failures and canaries it counted so far.
  */
-#include <errno.h>
 #include <stdio.h>
-#include <string.h>
 
 #include "base/cleanup.h"
 #include "base/exitcode.h"
