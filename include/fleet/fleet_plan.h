@@ -53,6 +53,7 @@ struct plan_host {
 	char *group;		/* NULL: none */
 	char *running;		/* the version it runs; NULL: none */
 	bool provisioned;	/* dead and provisioned: unaccounted */
+	bool in_progress;	/* a candidate whose config run is under way now (puppet/running) */
 	enum plan_fate fate;
 	enum plan_wait wait;
 	char *why;		/* from etcd (a pause's reason, a detail): render safely */

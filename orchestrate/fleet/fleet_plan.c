@@ -205,6 +205,8 @@ static int classify(const struct host_view *v, const char *version, struct plan_
 		return set_why(h, PLAN_WAIT_PAUSED, v->paused);
 	else if (v->puppet == STATE_PENDING && v->wait && strcmp(v->wait, "dependency") == 0)
 		return set_why(h, PLAN_WAIT_DEPENDENCY, v->detail);
+	/* mid-rollout: it holds its slot, first in the queue */
+	h->in_progress = h->fate == PLAN_RUN && v->puppet == STATE_RUNNING;
 	return 0;
 }
 

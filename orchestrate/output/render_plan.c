@@ -121,7 +121,8 @@ static int print_batches(FILE *out, const struct fleet_plan *p)
 		print_duration(out, pb->estimate);
 		fputs(" ", out);
 		for (size_t i = 0; i < pb->n; i++)
-			fprintf(out, " %s", p->hosts[pb->hosts[i]].host);
+			fprintf(out, " %s%s", p->hosts[pb->hosts[i]].host,
+				p->hosts[pb->hosts[i]].in_progress ? " (running now)" : "");
 		fputc('\n', out);
 	}
 	return 0;
@@ -259,17 +260,27 @@ static cJSON *json_batch(const struct fleet_plan *p, size_t b)
 {
 	const struct plan_batch *pb = &p->batches[b];
 	cJSON *o = cJSON_CreateObject(), *hosts = cJSON_CreateArray();
+	cJSON *running = cJSON_CreateArray();
 
-	if (!o || !hosts || !cJSON_AddItemToObject(o, "hosts", hosts)) {
+	if (!o || !hosts || !running || !cJSON_AddItemToObject(o, "hosts", hosts)) {
 		cJSON_Delete(o);
 		cJSON_Delete(hosts);
+		cJSON_Delete(running);
 		return NULL;
 	}
-	for (size_t i = 0; i < pb->n; i++)
-		if (!cJSON_AddItemToArray(hosts, cJSON_CreateString(p->hosts[pb->hosts[i]].host))) {
+	if (!cJSON_AddItemToObject(o, "running_now", running)) {
+		cJSON_Delete(o);
+		cJSON_Delete(running);
+		return NULL;
+	}
+	for (size_t i = 0; i < pb->n; i++) {
+		const struct plan_host *h = &p->hosts[pb->hosts[i]];
+		if (!cJSON_AddItemToArray(hosts, cJSON_CreateString(h->host)) ||
+		    (h->in_progress && !cJSON_AddItemToArray(running, cJSON_CreateString(h->host)))) {
 			cJSON_Delete(o);
 			return NULL;
 		}
+	}
 	if (!render_json_add(o, "batch", cJSON_CreateNumber((double)(b + 1))) ||
 	    !render_json_add(o, "group", json_text(pb->group)) ||
 	    !render_json_add(o, "canary", cJSON_CreateBool(pb->canary)) ||

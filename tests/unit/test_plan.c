@@ -218,6 +218,20 @@ static void test_halted_and_spent(void)
 	ok(h && h->wait == PLAN_WAIT_BUDGET && h->why && strstr(h->why, "more than max_failures 1"),
 	   "a1 would halt the rollout: %s", h && h->why ? h->why : "(null)");
 
+	/* a1 runs now, holding its slot: first, and said */
+	_cleanup_(fleet_plan_releasep) struct fleet_plan r = { 0 };
+	_cleanup_(etcd_kv_list_releasep) struct etcd_kv_list l2 = ETCD_KV_LIST_INIT;
+	char buf[256];
+	kv_add(&l2, "/current_version", "v2", 50);
+	kv_add(&l2, "/rollout/policy", "{\"max_parallel\":2}", 6);
+	kv_add(&l2, "/rollout/holders/c1", "{\"version\":\"v2\"}", 55);
+	v.hosts[8].puppet = STATE_RUNNING;	/* c1 */
+	ok(build(NULL, &v, &l2, &r) == 0, "plan the rest of v2 with c1 running");
+	is_str(batch_hosts(&r, 0, buf, sizeof(buf)), "c1 a1", "c1 holds the first slot, a1 the other");
+	h = find(&r, "c1");
+	ok(h && h->in_progress, "c1 is in progress");
+	v.hosts[8].puppet = STATE_SUCCESS;
+
 	/* a new trigger of v3 leaves v2's records behind */
 	ok(build("v3", &v, &l, &q) == 0, "plan v3");
 	is_int(q.failed, 0, "v2's failures do not count for v3");
