@@ -27,6 +27,9 @@ sysusersdir ?= $(prefix)/lib/sysusers.d
 # Debian's Puppet looks in /usr/share/puppet/modules: with PREFIX=/usr the
 # module needs no link.
 puppetmoduledir ?= $(datadir)/puppet/modules/orchestrate
+# The Prometheus alert rules and their unit tests, for a Prometheus server's
+# rule_files to name as they are.
+prometheusdir ?= $(datadir)/orchestrate/prometheus
 
 PKG_CONFIG ?= pkg-config
 CC ?= cc
@@ -326,6 +329,9 @@ install: all
 		install -D -m 0644 contrib/puppet/$$f $(DESTDIR)$(puppetmoduledir)/$$f || exit 1; \
 	done
 	install -m 0644 LICENSE $(DESTDIR)$(puppetmoduledir)/LICENSE
+	install -d $(DESTDIR)$(prometheusdir)
+	install -m 0644 $(RULES_DIR)/orchestrate.rules.yml $(RULES_DIR)/orchestrate.rules.test.yml \
+		$(DESTDIR)$(prometheusdir)/
 
 clean:
 	rm -f $(PROGRAMS) liborchestrate.a orchestrate/*/*.o orchestrate/*/*.d tests/unit/*.d \

@@ -1,7 +1,8 @@
 #!/bin/sh
 # package-test.sh — builds the Debian packages, checks them with lintian,
-# installs them with dpkg -i on this machine, runs the installed programs, then
-# removes and purges them and checks that nothing is left.  CI runs it (a
+# installs them with dpkg -i on this machine, runs the installed programs (and
+# promtool, when there is one, on the installed alert rules), then removes and
+# purges them and checks that nothing is left.  CI runs it (a
 # fresh Debian machine after scripts/install-deps.sh); it needs root for dpkg
 # and runs itself through sudo when there is one.
 #
@@ -224,6 +225,23 @@ echo "$out" | grep -q 'warning: no check in /usr/lib/orchestrate/validation.d' |
 for m in man1/orchestrate.1 man5/orchestrate.conf.5 man8/orchestrated.8; do
 	[ -f "/usr/share/man/$m.gz" ] || fail "/usr/share/man/$m.gz is missing"
 done
+step "the alert rules, uncompressed, where a Prometheus server's rule_files names them"
+rules_dir=/usr/share/orchestrate/prometheus
+for f in orchestrate.rules.yml orchestrate.rules.test.yml; do
+	[ -f "$rules_dir/$f" ] || fail "$rules_dir/$f is missing"
+	cmp "$rules_dir/$f" "$top/contrib/prometheus/$f" ||
+		fail "$rules_dir/$f is not contrib/prometheus/$f"
+done
+[ "$(readlink -f /usr/share/doc/orchestrate/examples/prometheus)" = "$rules_dir" ] ||
+	fail "/usr/share/doc/orchestrate/examples/prometheus does not lead to $rules_dir"
+if command -v promtool >/dev/null 2>&1; then
+	promtool check rules "$rules_dir/orchestrate.rules.yml" ||
+		fail "promtool check rules $rules_dir/orchestrate.rules.yml"
+	promtool test rules "$rules_dir/orchestrate.rules.test.yml" ||
+		fail "promtool test rules $rules_dir/orchestrate.rules.test.yml"
+else
+	echo "package-test: SKIPPED promtool check/test rules: promtool is not installed"
+fi
 unit=/lib/systemd/system/orchestrated.service
 socket=/lib/systemd/system/orchestrate-hook.socket
 runner_unit=/lib/systemd/system/orchestrate-hook@.service
@@ -369,7 +387,7 @@ if [ -n "$previous" ]; then
 	rmdir /etc/puppet/hiera/data /etc/puppet/hiera 2>/dev/null || :
 fi
 for f in /etc/orchestrate /var/lib/orchestrate /usr/lib/orchestrate "$unit" "$socket" \
-	"$runner_unit" "$module"; do
+	"$runner_unit" "$module" /usr/share/orchestrate /usr/share/doc/orchestrate; do
 	[ ! -e "$f" ] || fail "$f is still there after dpkg -P"
 done
 

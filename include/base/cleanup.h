@@ -5,8 +5,8 @@
  * every return path; TAKE_PTR() hands ownership out of such a variable.  Each
  * destructor accepts a pointer to NULL.  This is the one cleanup idiom of the
  * code base: a function that frees what it half built on failure does it
- * with these, not with a goto to an exit label (fleet_events.c and
- * fleet_history_version() still have such labels, to be rewritten).
+ * with these, not with a goto to an exit label (scripts/check-layers fails
+ * on a goto).
  */
 #ifndef ORCHESTRATE_CLEANUP_H
 #define ORCHESTRATE_CLEANUP_H

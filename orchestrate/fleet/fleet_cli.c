@@ -248,13 +248,23 @@ void host_runs_free(struct host_run *runs, size_t n)
 	free(runs);
 }
 
+/* A growing array of runs, freed whole when it leaves scope. */
+struct host_run_list {
+	struct host_run *v;
+	size_t n;
+};
+
+static void host_run_list_releasep(struct host_run_list *l)
+{
+	host_runs_free(l->v, l->n);
+}
+
 int fleet_history_version(struct fleet *f, const char *version, struct host_run **ret,
 			  size_t *ret_n)
 {
 	_cleanup_(etcd_kv_list_releasep) struct etcd_kv_list list = ETCD_KV_LIST_INIT;
+	_cleanup_(host_run_list_releasep) struct host_run_list runs = { 0 };
 	_cleanup_(freep) char *dir = NULL;
-	struct host_run *v = NULL;
-	size_t n = 0;
 	int r;
 
 	*ret = NULL;
@@ -275,33 +285,26 @@ int fleet_history_version(struct fleet *f, const char *version, struct host_run 
 			continue;	/* a key written by hand: not a host */
 		r = run_history_decode(list.kvs[i].value, list.kvs[i].value_len, &h);
 		if (r == -ENOMEM)
-			goto fail;
+			return r;
 		for (size_t k = 0; r >= 0 && k < h.n; k++) {
 			if (strcmp(h.runs[k].version, version) != 0)
 				continue;
-			struct host_run *nv = realloc(v, (n + 1) * sizeof(*v));
-			if (!nv) {
-				r = -ENOMEM;
-				goto fail;
-			}
-			v = nv;
+			struct host_run *nv = realloc(runs.v, (runs.n + 1) * sizeof(*runs.v));
+			if (!nv)
+				return -ENOMEM;
+			runs.v = nv;
 			/* The run moves out of h, its strings with it. */
-			v[n] = (struct host_run){ .run = h.runs[k] };
+			runs.v[runs.n] = (struct host_run){ .run = h.runs[k] };
 			h.runs[k].version = NULL;
 			h.runs[k].error = NULL;
-			n++;
-			if (!(v[n - 1].host = strdup(host))) {
-				r = -ENOMEM;
-				goto fail;
-			}
+			runs.n++;
+			if (!(runs.v[runs.n - 1].host = strdup(host)))
+				return -ENOMEM;
 		}
 	}
-	*ret = v;
-	*ret_n = n;
+	*ret_n = runs.n;
+	*ret = TAKE_PTR(runs.v);
 	return 0;
-fail:
-	host_runs_free(v, n);
-	return r;
 }
 
 /* --- the connection, for the command line ---------------------------------------- */

@@ -175,14 +175,23 @@ static bool host_empty(const struct events_host *h)
 	return true;
 }
 
+static void host_releasep(struct events_host **h)
+{
+	if (*h)
+		host_release(*h);
+}
+
+/* Copies from into to; on failure to holds nothing. */
 static int host_copy(const struct events_host *from, struct events_host *to)
 {
+	_cleanup_(host_releasep) struct events_host *undo = to;
+
 	host_init(to);
 	to->alive = from->alive;
 	to->alive_time = from->alive_time;
 	if (dup_opt(from->name, &to->name) < 0 || dup_opt(from->group, &to->group) < 0 ||
 	    dup_opt(from->running, &to->running) < 0)
-		goto fail;
+		return -ENOMEM;
 	for (int t = 0; t < _STATUS_TYPE_MAX; t++) {
 		const struct events_status *a = &from->st[t];
 		struct events_status *b = &to->st[t];
@@ -190,12 +199,10 @@ static int host_copy(const struct events_host *from, struct events_host *to)
 					     .time = a->time, .mod = a->mod };
 		if (dup_opt(a->version, &b->version) < 0 || dup_opt(a->wait, &b->wait) < 0 ||
 		    dup_opt(a->detail, &b->detail) < 0)
-			goto fail;
+			return -ENOMEM;
 	}
+	undo = NULL;
 	return 0;
-fail:
-	host_release(to);
-	return -ENOMEM;
 }
 
 /* The index of name in s's hosts, or where it would go (*ret_found false). */
@@ -546,6 +553,42 @@ static int dead_detail(const struct events_host *h, struct buf *b)
 	return r < 0 ? -ENOMEM : 0;
 }
 
+/* The event of a host's puppet status, from bp before to ap after, if any;
+ * *failed is set when it is a failure. */
+static int puppet_diff(const char *name, const struct events_status *bp,
+		       const struct events_status *ap, int64_t revision,
+		       struct fleet_event_list *out, bool *failed)
+{
+	struct event_spec sp = { .host = name, .version = ap->version, .time = ap->time,
+				 .detail = ap->detail };
+
+	if (ap->mod == bp->mod || ap->state == STATE_INVALID)
+		return 0;
+	switch (ap->state) {
+	case STATE_RUNNING:
+		sp.kind = FLEET_EVENT_STARTED;
+		sp.detail = NULL;
+		break;
+	case STATE_FAILED:
+		sp.kind = FLEET_EVENT_FAILED;
+		sp.stage = "config";
+		sp.attempt = ap->attempts;
+		*failed = true;
+		break;
+	case STATE_PENDING:
+		/* a rewrite that says the same is no news */
+		if (bp->state == STATE_PENDING && streq_ptr(bp->wait, ap->wait) &&
+		    streq_ptr(bp->detail, ap->detail) && streq_ptr(bp->version, ap->version))
+			return 0;
+		sp.kind = FLEET_EVENT_WAITING;
+		sp.wait = ap->wait;
+		break;
+	default:
+		return 0;
+	}
+	return emit(out, revision, &sp);
+}
+
 /* What changed for one host, from its snapshot before to its snapshot after. */
 static int host_diff(const char *name, const struct host_snap *b, const struct host_snap *a,
 		     int64_t revision, struct fleet_event_list *out)
@@ -590,35 +633,8 @@ static int host_diff(const char *name, const struct host_snap *b, const struct h
 			return r;
 	}
 
-	if (ap->mod != bp->mod && ap->state != STATE_INVALID) {
-		struct event_spec sp = { .host = name, .version = ap->version, .time = ap->time,
-					 .detail = ap->detail };
-		switch (ap->state) {
-		case STATE_RUNNING:
-			sp.kind = FLEET_EVENT_STARTED;
-			sp.detail = NULL;
-			break;
-		case STATE_FAILED:
-			sp.kind = FLEET_EVENT_FAILED;
-			sp.stage = "config";
-			sp.attempt = ap->attempts;
-			failed = true;
-			break;
-		case STATE_PENDING:
-			/* a rewrite that says the same is no news */
-			if (bp->state == STATE_PENDING && streq_ptr(bp->wait, ap->wait) &&
-			    streq_ptr(bp->detail, ap->detail) && streq_ptr(bp->version, ap->version))
-				goto validation;
-			sp.kind = FLEET_EVENT_WAITING;
-			sp.wait = ap->wait;
-			break;
-		default:
-			goto validation;
-		}
-		if ((r = emit(out, revision, &sp)) < 0)
-			return r;
-	}
-validation:
+	if ((r = puppet_diff(name, bp, ap, revision, out, &failed)) < 0)
+		return r;
 	if (av->mod != bv->mod && (av->state == STATE_FAILED || av->state == STATE_SUCCESS)) {
 		struct event_spec sp = { .host = name, .version = av->version, .time = av->time };
 		if (av->state == STATE_FAILED) {
@@ -694,6 +710,12 @@ static void rollout_snap_release(struct rollout_snap *r)
 	*r = (struct rollout_snap){ 0 };
 }
 
+static void rollout_snap_releasep(struct rollout_snap **r)
+{
+	if (*r)
+		rollout_snap_release(*r);
+}
+
 static int pause_snap_fill(const struct fleet_model *m, const struct etcd_kv *kv,
 			   struct pause_snap *p)
 {
@@ -729,36 +751,35 @@ static int rollout_snap_take(const struct fleet_events_state *s, struct rollout_
 	struct rollout_snap r = { .known = m->desired_known, .trigger = m->trigger,
 				  .halted_mod = m->halted.key ? m->halted.mod_revision : 0,
 				  .promoted_mod = m->promoted.key ? m->promoted.mod_revision : 0 };
+	_cleanup_(rollout_snap_releasep) struct rollout_snap *undo = &r;
 	int e = 0;
 
 	if (dup_opt(m->desired, &r.desired) < 0 || dup_opt(s->previous, &r.previous) < 0)
-		goto oom;
+		return -ENOMEM;
 	if (m->halted.key &&
 	    (e = rollout_record_decode(m->halted.value, m->halted.value_len, &r.halt)) == -ENOMEM)
-		goto oom;
+		return -ENOMEM;
 	if (m->promoted.key &&
 	    (e = rollout_record_decode(m->promoted.value, m->promoted.value_len, &r.promo)) == -ENOMEM)
-		goto oom;
+		return -ENOMEM;
 	if (m->policy_state == 1) {
 		if ((e = rollout_policy_encode(&m->policy, &r.policy)) == -ENOMEM)
-			goto oom;
+			return -ENOMEM;
 	} else if (m->policy_state < 0) {
 		r.policy_bad = true;
 	}
 	if (m->pauses.n) {
 		if (!(r.pauses = calloc(m->pauses.n, sizeof(*r.pauses))))
-			goto oom;
+			return -ENOMEM;
 		for (size_t i = 0; i < m->pauses.n; i++, r.n_pauses++)
 			if (pause_snap_fill(m, &m->pauses.kvs[i], &r.pauses[i]) < 0) {
-				r.n_pauses++;
-				goto oom;
+				r.n_pauses++;	/* the half-filled one is released too */
+				return -ENOMEM;
 			}
 	}
+	undo = NULL;
 	*ret = r;
 	return 0;
-oom:
-	rollout_snap_release(&r);
-	return -ENOMEM;
 }
 
 static const struct pause_snap *pause_find(const struct rollout_snap *r, const char *key)
@@ -1247,7 +1268,7 @@ static int stream_watch(struct fleet_events *fe)
 int fleet_events_start(struct fleet *f, sd_event *event, int64_t since, fleet_events_fn fn,
 		       fleet_events_end_fn end, void *userdata, struct fleet_events **ret)
 {
-	struct fleet_events *fe = calloc(1, sizeof(*fe));
+	_cleanup_(fleet_events_stopp) struct fleet_events *fe = calloc(1, sizeof(*fe));
 	int r;
 
 	if (!fe)
@@ -1259,7 +1280,7 @@ int fleet_events_start(struct fleet *f, sd_event *event, int64_t since, fleet_ev
 	fe->userdata = userdata;
 	if ((r = fleet_events_state_init(&fe->state, fleet_prefix(f))) < 0 ||
 	    (r = etcd_client_attach_event(f->etcd, event)) < 0)
-		goto fail;
+		return r;
 	if (since > 1) {
 		r = fleet_events_read(f, since - 1, &fe->state);
 		if (r == -ESTALE) {
@@ -1269,15 +1290,15 @@ int fleet_events_start(struct fleet *f, sd_event *event, int64_t since, fleet_ev
 			 * the state is read there (on_watch_error). */
 			fleet_events_state_release(&fe->state);
 			if ((r = fleet_events_state_init(&fe->state, fleet_prefix(f))) < 0)
-				goto fail;
+				return r;
 			r = fleet_events_read(f, since, &fe->state);
 			if (r == 0) {
 				if ((r = say_compacted(fe, since, since, true)) < 0)
-					goto fail;
+					return r;
 			} else if (r == -ESTALE) {
 				fleet_events_state_release(&fe->state);
 				if ((r = fleet_events_state_init(&fe->state, fleet_prefix(f))) < 0)
-					goto fail;
+					return r;
 				fe->no_base = true;
 				fe->state.revision = since - 1;
 			}
@@ -1288,14 +1309,11 @@ int fleet_events_start(struct fleet *f, sd_event *event, int64_t since, fleet_ev
 		r = fleet_events_read(f, 0, &fe->state);
 	}
 	if (r < 0)
-		goto fail;
+		return r;
 	if (!fe->stopped && (r = stream_watch(fe)) < 0)
-		goto fail;
-	*ret = fe;
+		return r;
+	*ret = TAKE_PTR(fe);
 	return 0;
-fail:
-	fleet_events_stop(fe);
-	return r;
 }
 
 int64_t fleet_events_revision(const struct fleet_events *fe)
