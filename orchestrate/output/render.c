@@ -691,6 +691,17 @@ static void header_policy(FILE *out, const struct render_status_options *o, cons
 }
 
 /* render_internal.h */
+
+cJSON *render_json_text(const char *s)
+{
+	_cleanup_(freep) char *safe = NULL;
+
+	if (!s)
+		return cJSON_CreateNull();
+	if (utf8_tail(s, strlen(s), &safe) < 0)
+		return NULL;
+	return cJSON_CreateString(safe);
+}
 long render_failure_budget(const struct rollout_policy *p, size_t alive)
 {
 	long budget = -1;

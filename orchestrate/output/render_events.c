@@ -69,17 +69,6 @@ int render_event(FILE *out, const struct fleet_event *e, int64_t now)
 	return render_stream_status(out);
 }
 
-/* A string from etcd as valid UTF-8 (U+FFFD for what is not), or null. */
-static cJSON *json_text(const char *s)
-{
-	_cleanup_(freep) char *safe = NULL;
-
-	if (!s)
-		return cJSON_CreateNull();
-	if (utf8_tail(s, strlen(s), &safe) < 0)
-		return NULL;
-	return cJSON_CreateString(safe);
-}
 
 int render_json_event(FILE *out, const struct fleet_event *e, int64_t now)
 {
@@ -89,14 +78,14 @@ int render_json_event(FILE *out, const struct fleet_event *e, int64_t now)
 	    !render_json_add(obj, "revision", cJSON_CreateNumber((double)e->revision)) ||
 	    !render_json_add(obj, "time", cJSON_CreateNumber((double)(e->time > 0 ? e->time : now))) ||
 	    !render_json_add(obj, "kind", cJSON_CreateString(fleet_event_kind_name(e->kind))) ||
-	    !render_json_add(obj, "host", json_text(e->host)) ||
-	    !render_json_add(obj, "version", json_text(e->version)) ||
-	    (e->from && !render_json_add(obj, "from", json_text(e->from))) ||
-	    (e->stage && !render_json_add(obj, "stage", json_text(e->stage))) ||
+	    !render_json_add(obj, "host", render_json_text(e->host)) ||
+	    !render_json_add(obj, "version", render_json_text(e->version)) ||
+	    (e->from && !render_json_add(obj, "from", render_json_text(e->from))) ||
+	    (e->stage && !render_json_add(obj, "stage", render_json_text(e->stage))) ||
 	    (e->attempt > 0 && !render_json_add(obj, "attempt", cJSON_CreateNumber((double)e->attempt))) ||
-	    (e->wait && !render_json_add(obj, "wait", json_text(e->wait))) ||
-	    (e->scope && !render_json_add(obj, "scope", json_text(e->scope))) ||
-	    !render_json_add(obj, "detail", json_text(e->detail)))
+	    (e->wait && !render_json_add(obj, "wait", render_json_text(e->wait))) ||
+	    (e->scope && !render_json_add(obj, "scope", render_json_text(e->scope))) ||
+	    !render_json_add(obj, "detail", render_json_text(e->detail)))
 		return -ENOMEM;
 	return render_json_emit(obj, out);
 }

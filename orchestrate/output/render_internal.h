@@ -28,6 +28,9 @@ bool render_json_add(cJSON *obj, const char *name, cJSON *item);
 cJSON *render_json_rollout(const struct rollout_state *s);
 /* Prints obj on one line to out. */
 int render_json_emit(cJSON *obj, FILE *out);
+/* A string from etcd as valid UTF-8 (U+FFFD for what is not), or null for
+ * NULL; NULL when out of memory. */
+cJSON *render_json_text(const char *s);
 
 /*
  * The settings of a policy, in the one order every view shows them (the

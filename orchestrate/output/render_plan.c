@@ -212,16 +212,6 @@ int render_plan(FILE *out, const struct fleet_plan *p)
 
 /* --- JSON ---------------------------------------------------------------------------------- */
 
-static cJSON *json_text(const char *s)
-{
-	_cleanup_(freep) char *safe = NULL;
-
-	if (!s)
-		return cJSON_CreateNull();
-	if (utf8_tail(s, strlen(s), &safe) < 0)
-		return NULL;
-	return cJSON_CreateString(safe);
-}
 
 static cJSON *json_seconds(int64_t s)
 {
@@ -282,7 +272,7 @@ static cJSON *json_batch(const struct fleet_plan *p, size_t b)
 		}
 	}
 	if (!render_json_add(o, "batch", cJSON_CreateNumber((double)(b + 1))) ||
-	    !render_json_add(o, "group", json_text(pb->group)) ||
+	    !render_json_add(o, "group", render_json_text(pb->group)) ||
 	    !render_json_add(o, "canary", cJSON_CreateBool(pb->canary)) ||
 	    !render_json_add(o, "promote_before", cJSON_CreateBool(pb->promote_before)) ||
 	    !render_json_add(o, "estimate_seconds", json_seconds(pb->estimate))) {
@@ -297,13 +287,13 @@ static cJSON *json_host(const struct plan_host *h)
 	cJSON *o = cJSON_CreateObject();
 
 	if (!o || !render_json_add(o, "host", cJSON_CreateString(h->host)) ||
-	    !render_json_add(o, "group", json_text(h->group)) ||
+	    !render_json_add(o, "group", render_json_text(h->group)) ||
 	    (h->fate == PLAN_WAIT &&
 	     (!render_json_add(o, "reason", cJSON_CreateString(plan_wait_name(h->wait))) ||
-	      !render_json_add(o, "detail", json_text(h->why)))) ||
+	      !render_json_add(o, "detail", render_json_text(h->why)))) ||
 	    (h->fate == PLAN_DEAD &&
 	     !render_json_add(o, "unaccounted", cJSON_CreateBool(h->provisioned))) ||
-	    !render_json_add(o, "running_version", json_text(h->running))) {
+	    !render_json_add(o, "running_version", render_json_text(h->running))) {
 		cJSON_Delete(o);
 		return NULL;
 	}
@@ -340,7 +330,7 @@ static cJSON *json_duration(const struct fleet_plan *p)
 	for (size_t g = 0; g < p->n_groups; g++) {
 		cJSON *e = cJSON_CreateObject();
 		if (!cJSON_AddItemToArray(groups, e) ||
-		    !render_json_add(e, "group", json_text(p->groups[g].group)) ||
+		    !render_json_add(e, "group", render_json_text(p->groups[g].group)) ||
 		    !render_json_add(e, "median_seconds", json_seconds(p->groups[g].median)) ||
 		    !render_json_add(e, "hosts_with_history", cJSON_CreateNumber((double)p->groups[g].hosts))) {
 			cJSON_Delete(o);
@@ -369,7 +359,7 @@ int render_json_plan(FILE *out, const struct fleet_plan *p)
 		if (!cJSON_AddItemToArray(batches, json_batch(p, b)))
 			return -ENOMEM;
 	if (!render_json_add(obj, "version", cJSON_CreateString(p->version)) ||
-	    !render_json_add(obj, "current_version", json_text(p->current)) ||
+	    !render_json_add(obj, "current_version", render_json_text(p->current)) ||
 	    !render_json_add(obj, "new_trigger", cJSON_CreateBool(p->new_trigger)) ||
 	    !render_json_add(obj, "revision", cJSON_CreateNumber((double)p->revision)) ||
 	    !render_json_add(obj, "policy", json_policy(p)) ||
@@ -377,7 +367,7 @@ int render_json_plan(FILE *out, const struct fleet_plan *p)
 	    !render_json_add(obj, "hosts", cJSON_CreateNumber((double)p->n)) ||
 	    !render_json_add(obj, "alive", cJSON_CreateNumber((double)p->alive)) ||
 	    !render_json_add(obj, "budget", json_budget(p)) ||
-	    !render_json_add(obj, "halted", json_text(p->halted)) ||
+	    !render_json_add(obj, "halted", render_json_text(p->halted)) ||
 	    !render_json_add(obj, "canaries_done", cJSON_CreateNumber((double)p->canaries_done)) ||
 	    !render_json_add(obj, "promoted", cJSON_CreateBool(p->promoted)) ||
 	    !render_json_add(obj, "waiting", json_hosts(p, PLAN_WAIT, false)) ||
