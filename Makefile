@@ -80,6 +80,7 @@ LIB_OBJS = \
 	orchestrate/etcd/etcd.o \
 	orchestrate/etcd/etcd_watch.o \
 	orchestrate/etcd/etcd_call.o \
+	orchestrate/etcd/etcd_keepalive.o \
 	orchestrate/fleet/schema.o \
 	orchestrate/fleet/fleet.o \
 	orchestrate/fleet/fleet_codec.o \

@@ -268,7 +268,7 @@ run_size() {
 		etcd_requests "$d/cat1"
 		c1=$(etcd_cpu_ms "${ETCD_PIDS[@]}")
 		s1=$(now_ms)
-		cat_req=$(awk -v n="$n" -v s="$(etcd_requests_sum "$d/cat0" "$d/cat1" '^LeaseKeepAlive$')" \
+		cat_req=$(awk -v n="$n" -v s="$(etcd_requests_sum "$d/cat0" "$d/cat1" '^Lease(KeepAlive|Renewal)$')" \
 			'BEGIN { printf "%.2f", s / n }')
 		cat_cpu=$(awk -v a="$c0" -v b="$c1" -v w="$((s1 - s0))" -v r="$BT_IDLE_CPU_RATE" -v n="$n" \
 			'BEGIN { c = b - a - r * w / 1000; if (c < 0) c = 0; printf "%.2f", c / n }')
@@ -277,10 +277,10 @@ run_size() {
 			awk -v t0="$t0" '{ print $1 * 1000 - t0 }' | ms_stats | cut -d' ' -f2-)
 		cat_ok=$(grep -rlF --include=services.yaml -- "$addr" "$simdir"/nodes* | wc -l)
 		echo "  catalog change ($svc on fleet-probe): hiera files with it $cat_ok/$n; per node: $(
-			etcd_requests_diff "$d/cat0" "$d/cat1" "$n" 1 | grep -v '^LeaseKeepAlive ' |
+			etcd_requests_diff "$d/cat0" "$d/cat1" "$n" 1 | grep -Ev '^Lease(KeepAlive|Renewal) ' |
 			tr '\n' ' ')(total $cat_req), etcd CPU $cat_cpu ms"
 		echo "        hiera file rewritten after ms (p50 p99 max) $cat_times"
-		echo "catalog $n $(etcd_requests_diff "$d/cat0" "$d/cat1" "$n" 1 | grep -v '^LeaseKeepAlive ' |
+		echo "catalog $n $(etcd_requests_diff "$d/cat0" "$d/cat1" "$n" 1 | grep -Ev '^Lease(KeepAlive|Renewal) ' |
 			tr '\n' ' ')" >>"$methods_out"
 	fi
 

@@ -3,7 +3,10 @@
 # every member of $ORCHESTRATE_ETCD (one URL, or a comma-separated cluster).
 #
 #   etcd_requests FILE            grpc_server_started_total by grpc_method,
-#                                 "METHOD COUNT" a line, sorted, into FILE
+#                                 "METHOD COUNT" a line, sorted, into FILE, and
+#                                 "LeaseRenewal COUNT": the lease renewals
+#                                 (LeaseKeepAlive's messages received: a
+#                                 keepalive stream carries many)
 #   etcd_requests_diff A B N K    per method: (B - A) / N / K, "METHOD VALUE"
 #                                 lines for methods that moved (N nodes, K events)
 #   etcd_requests_sum A B [SKIP]  total requests between A and B, without the
@@ -32,7 +35,9 @@
 # gateway turns each HTTP request (and each watch stream) into one call, so it
 # counts the nodes' requests exactly, by method (Range, Txn, Put, DeleteRange,
 # LeaseGrant, LeaseKeepAlive, LeaseRevoke, Watch).  Scraping /metrics is plain
-# HTTP and counts nothing.
+# HTTP and counts nothing.  A daemon renews its lease on one keepalive stream,
+# so LeaseKeepAlive counts the streams it opened, and LeaseRenewal (from
+# grpc_server_msg_received_total) the renewals, streamed or not.
 
 etcd_metric_urls() {
 	local IFS=,
@@ -50,6 +55,7 @@ etcd_scrape() {
 etcd_requests() {
 	etcd_scrape | awk '/^grpc_server_started_total/ {
 		match($0, /grpc_method="[^"]*"/); m = substr($0, RSTART + 13, RLENGTH - 14); c[m] += $NF }
+		/^grpc_server_msg_received_total.*"LeaseKeepAlive"/ { c["LeaseRenewal"] += $NF }
 		END { for (m in c) print m, c[m] }' | sort >"$1"
 }
 
@@ -141,7 +147,7 @@ bench_settle() {
 	local quiet=$1 limit=$2 out=$3 last=-1 now same=0 i
 	for ((i = 0; i < limit; i++)); do
 		etcd_requests "$out"
-		now=$(awk '$1 != "LeaseKeepAlive" { s += $2 } END { print s + 0 }' "$out")
+		now=$(awk '$1 != "LeaseKeepAlive" && $1 != "LeaseRenewal" { s += $2 } END { print s + 0 }' "$out")
 		if [ "$now" = "$last" ]; then
 			same=$((same + 1))
 			[ "$same" -ge "$quiet" ] && return 0
@@ -171,9 +177,11 @@ bench_settle() {
 #                  time until all N were at the version
 #   BT_AT_CLI      `orchestrate hosts_at_version VERSION | wc -l` at the end
 #   BT_METHODS     "Range 2.000 Txn 5.000 ...": requests per node by method,
-#                  LeaseKeepAlive left out (it counts time, not the trigger)
-#   BT_REQ         requests per node, every method but LeaseKeepAlive
-#   BT_KEEPALIVE   LeaseKeepAlive per node over the window (time, not trigger)
+#                  LeaseKeepAlive and LeaseRenewal left out (they count
+#                  time, not the trigger)
+#   BT_REQ         requests per node, every method but those two
+#   BT_KEEPALIVE   lease renewals per node over the window (time, not trigger)
+#   BT_KA_STREAMS  keepalive streams opened per node over the window
 #   BT_CPU         etcd CPU ms per node, less the idle rate BT_IDLE_CPU_RATE
 #                  (ms/s for the whole etcd, 0 when unset) over the window
 #   BT_WINDOW      the window, s
@@ -226,11 +234,14 @@ bench_trigger() {
 	wait "$wr" "$wa" 2>/dev/null || true
 
 	BT_WINDOW=$(awk -v a="$s0" -v b="$s1" 'BEGIN { printf "%.1f", (b - a) / 1000 }')
-	BT_METHODS=$(etcd_requests_diff "$out.req0" "$out.req1" "$n" 1 | grep -v '^LeaseKeepAlive ' |
-		tr '\n' ' ')
-	BT_REQ=$(awk -v n="$n" -v s="$(etcd_requests_sum "$out.req0" "$out.req1" '^LeaseKeepAlive$')" \
+	BT_METHODS=$(etcd_requests_diff "$out.req0" "$out.req1" "$n" 1 |
+		grep -Ev '^Lease(KeepAlive|Renewal) ' | tr '\n' ' ')
+	BT_REQ=$(awk -v n="$n" \
+		-v s="$(etcd_requests_sum "$out.req0" "$out.req1" '^Lease(KeepAlive|Renewal)$')" \
 		'BEGIN { printf "%.2f", s / n }')
 	BT_KEEPALIVE=$(etcd_requests_diff "$out.req0" "$out.req1" "$n" 1 |
+		awk '$1 == "LeaseRenewal" { v = $2 } END { printf "%.2f", v }')
+	BT_KA_STREAMS=$(etcd_requests_diff "$out.req0" "$out.req1" "$n" 1 |
 		awk '$1 == "LeaseKeepAlive" { v = $2 } END { printf "%.2f", v }')
 	BT_CPU=$(awk -v a="$c0" -v b="$c1" -v w="$BT_WINDOW" -v r="${BT_IDLE_CPU_RATE:-0}" -v n="$n" \
 		'BEGIN { c = b - a - r * w; if (c < 0) c = 0; printf "%.2f", c / n }')

@@ -30,7 +30,8 @@ print(kvs[0].get("lease", 0) if kvs else "")'
 }
 
 # requests PATH FROM [TO]  — requests for PATH (/v3/lease/keepalive,
-# /v3/kv/range...) the proxy passed to etcd in [FROM, TO).
+# /v3/kv/range...) the proxy passed to etcd in [FROM, TO); PATH "renewal":
+# the lease renewals, each an object on the node's keepalive stream.
 requests () {
 	awk -v p="$1" -v a="$2" -v b="${3:-9999999999}" '$2 == p && $1 >= a && $1 < b' \
 		"$TRASH/proxy.log" | wc -l | tr -d ' '
@@ -59,13 +60,15 @@ test_expect_success 'etcd 2.5 s behind for 20 s (twice the TTL): the lease is ke
 	rm -f delay &&
 	to=$(now) &&
 	sleep 3 &&
-	sent=$(requests /v3/lease/keepalive "$from" "$to") &&
+	sent=$(requests renewal "$from" "$to") &&
+	streams=$(requests /v3/lease/keepalive "$from" "$to") &&
 	failed=$(sed -n "$(( $(wc -l <s1/log.before) + 1 )),\$p" s1/log | grep -c "lease keepalive failed" || :) &&
 	lost=$(grep -c "is gone" s1/log || :) &&
-	echo "keepalives that reached etcd in 20 s: $sent (about one per 3 s); failed: $failed; leases lost: $lost" >measured &&
+	echo "renewals that reached etcd in 20 s: $sent (about one per 3 s), on $streams new keepalive requests; failed: $failed; leases lost: $lost" >measured &&
 	test "$(lease_of s1)" = "$(cat lease.before)" &&
 	test "$lost" = 0 && test "$failed" = 0 &&
-	test "$sent" -ge 3 && test "$sent" -le 8
+	test "$sent" -ge 3 && test "$sent" -le 8 &&
+	test "$streams" -le 1
 '
 test -f measured && say_comment <measured
 
@@ -150,6 +153,17 @@ test_expect_success 'the run'"'"'s end never reached etcd: found not applied, se
 	test "$(key_version /running_version/s1)" = $((rv + 1)) &&
 	test "$(requests /v3/kv/txn "$from")" = 1 &&
 	test "$(grep -c "validate v6" s1/validate.count)" = 1
+'
+
+test_expect_success 'etcd restarted: the keepalive stream is opened again, the lease kept' '
+	mark=$(($(wc -l <s1/log) + 1)) &&
+	restart_etcd &&
+	back=$(now) &&
+	sleep 8 &&
+	test "$(requests /v3/lease/keepalive "$back")" -ge 1 &&
+	test "$(requests renewal "$back")" -ge 2 &&
+	test "$(lease_of s1)" = "$(cat lease.before)" &&
+	! tail -n +$mark s1/log | grep -q "is gone"
 '
 
 test_expect_success 'etcd stopped past the TTL: the lease is gone, and every leased key is back in one txn' '

@@ -256,6 +256,7 @@ struct etcd_client *etcd_client_free(struct etcd_client *c)
 	while (c->watches)
 		etcd_watch_stop(c->watches);
 	etcd_calls_free(c);
+	etcd_keepalive_stream_free(c);
 	if (c->multi)
 		curl_multi_cleanup(c->multi);
 	sd_event_source_disable_unref(c->multi_timer);

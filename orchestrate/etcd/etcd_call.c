@@ -41,6 +41,9 @@ struct etcd_call {
 
 	/* Reads a successful reply into the call's value. */
 	int (*decode)(struct etcd_call *call, const cJSON *reply, int64_t *ret);
+	bool streamed;			/* waits on the keepalive stream, */
+	uint64_t deadline;		/* until then (CLOCK_MONOTONIC, usec), */
+	sd_event_source *deadline_timer;	/* which this enforces */
 	char *witness;			/* a settled txn's (etcd_txn_witness) */
 	int64_t since;			/* ...and its etcd_txn_settle() revision */
 	etcd_value_fn fn;
@@ -59,6 +62,9 @@ static void call_unlink(struct etcd_call *call)
 
 static void call_free(struct etcd_call *call)
 {
+	if (call->streamed)
+		etcd_keepalive_stream_forget(call->c, call);
+	sd_event_source_disable_unref(call->deadline_timer);
 	if (call->easy) {
 		curl_multi_remove_handle(call->c->multi, call->easy);
 		curl_easy_cleanup(call->easy);
@@ -164,10 +170,10 @@ void etcd_call_transfer_done(struct etcd_call *call, CURLcode code)
 		call_finish(call, r, NULL);
 }
 
-static int call_start(struct etcd_client *c, const char *path, char *body, long timeout_ms,
-		      int (*decode)(struct etcd_call *, const cJSON *, int64_t *),
-		      const char *witness, etcd_value_fn fn, void *userdata,
-		      struct etcd_call **ret)
+static int call_new(struct etcd_client *c, const char *path, char *body, long timeout_ms,
+		    int (*decode)(struct etcd_call *, const cJSON *, int64_t *),
+		    const char *witness, etcd_value_fn fn, void *userdata,
+		    struct etcd_call **ret)
 {
 	_cleanup_(freep) char *text = body;
 	int r;
@@ -195,12 +201,144 @@ static int call_start(struct etcd_client *c, const char *path, char *body, long 
 	}
 	call->fn = fn;
 	call->userdata = userdata;
+	*ret = call;
+	return 0;
+}
+
+static void call_link(struct etcd_call *call)
+{
+	call->next = call->c->calls;
+	call->c->calls = call;
+}
+
+static int call_start(struct etcd_client *c, const char *path, char *body, long timeout_ms,
+		      int (*decode)(struct etcd_call *, const cJSON *, int64_t *),
+		      const char *witness, etcd_value_fn fn, void *userdata,
+		      struct etcd_call **ret)
+{
+	struct etcd_call *call;
+	int r = call_new(c, path, body, timeout_ms, decode, witness, fn, userdata, &call);
+	if (r < 0)
+		return r;
 	if ((r = call_send(call)) < 0) {
 		call_free(call);
 		return r;
 	}
-	call->next = c->calls;
-	c->calls = call;
+	call_link(call);
+	*ret = call;
+	return 0;
+}
+
+static int call_decode_keepalive(struct etcd_call *call, const cJSON *reply, int64_t *ret);
+
+/* --- calls answered on the keepalive stream ---------------------------------------- */
+
+static uint64_t call_now(const struct etcd_call *call)
+{
+	uint64_t usec = 0;
+	(void)sd_event_now(call->c->event, CLOCK_MONOTONIC, &usec);
+	return usec;
+}
+
+/* A streamed call's patience ran out: as a request's timeout would end it. */
+static int on_streamed_deadline(sd_event_source *s, uint64_t usec, void *userdata)
+{
+	struct etcd_call *call = userdata;
+	struct etcd_client *c = call->c;
+
+	etcd_keepalive_stream_forget(c, call);
+	call->streamed = false;
+	etcd_set_error(c, "etcd '%s': %s", c->endpoints[c->current],
+		       curl_easy_strerror(CURLE_OPERATION_TIMEDOUT));
+	call_finish(call, -ECONNREFUSED, NULL);
+	return 0;
+}
+
+void etcd_call_streamed_lost(struct etcd_call *call, size_t attempt)
+{
+	struct etcd_client *c = call->c;
+	uint64_t now = call_now(call);
+	long left_ms = call->deadline > now ? (long)((call->deadline - now) / 1000) : 0;
+	int r;
+
+	call->streamed = false;
+	sd_event_source_disable_unref(call->deadline_timer);
+	call->deadline_timer = NULL;
+	call->attempt = attempt;
+	call->attempt_ms = left_ms / (long)c->n_endpoints;
+	if (call->attempt_ms < c->timeout_ms)
+		call->attempt_ms = c->timeout_ms;
+	if ((r = call_send(call)) < 0)
+		call_finish(call, r, NULL);
+}
+
+void etcd_call_streamed_answer(struct etcd_call *call, const cJSON *reply, size_t i)
+{
+	struct etcd_client *c = call->c;
+	const cJSON *error = cJSON_GetObjectItemCaseSensitive(reply, "error");
+	const cJSON *result = cJSON_GetObjectItemCaseSensitive(reply, "result");
+
+	call->streamed = false;
+	if (cJSON_IsObject(error)) {
+		const cJSON *msg = cJSON_GetObjectItemCaseSensitive(error, "message");
+		bool retry, reauth;
+		int r = etcd_map_grpc_error(
+			c, c->endpoints[i],
+			etcd_grpc_code(cJSON_GetObjectItemCaseSensitive(error, "grpc_code")),
+			cJSON_IsString(msg) ? msg->valuestring : NULL, &retry, &reauth);
+		if (reauth) {
+			/* the request of its own authenticates again */
+			free(c->token);
+			c->token = NULL;
+			etcd_call_streamed_lost(call, (i + c->n_endpoints - c->current) % c->n_endpoints);
+			return;
+		}
+		if (retry && c->n_endpoints > 1) {
+			etcd_call_streamed_lost(call, (i + 1 + c->n_endpoints - c->current) %
+							      c->n_endpoints);
+			return;
+		}
+		call_finish(call, r, NULL);
+		return;
+	}
+	if (!cJSON_IsObject(result)) {
+		etcd_set_error(c, "etcd '%s': unexpected reply to lease keepalive", c->endpoints[i]);
+		call_finish(call, -EPROTO, NULL);
+		return;
+	}
+	int64_t rev;
+	const cJSON *header = cJSON_GetObjectItemCaseSensitive(result, "header");
+	if (cJSON_IsObject(header) && etcd_decode_int64(header, "revision", &rev) == 0 &&
+	    rev > c->revision)
+		c->revision = rev;
+	c->current = i;
+	call_finish(call, 0, reply);
+}
+
+/* A keepalive goes on the client's stream when it can (etcd_keepalive.c says
+ * why), with a timer for its patience; else as a request of its own. */
+static int call_start_keepalive(struct etcd_client *c, char *body, long timeout_ms,
+				etcd_value_fn fn, void *userdata, struct etcd_call **ret)
+{
+	struct etcd_call *call;
+	int r = call_new(c, "/v3/lease/keepalive", body, timeout_ms, call_decode_keepalive, NULL,
+			 fn, userdata, &call);
+	if (r < 0)
+		return r;
+	call->deadline = call_now(call) + (uint64_t)(timeout_ms > 0 ? timeout_ms : c->timeout_ms) * 1000;
+	if (sd_event_add_time(c->event, &call->deadline_timer, CLOCK_MONOTONIC, call->deadline, 0,
+			      on_streamed_deadline, call) >= 0 &&
+	    etcd_keepalive_stream_send(c, call, call->body)) {
+		call->streamed = true;
+	} else {
+		sd_event_source_disable_unref(call->deadline_timer);
+		call->deadline_timer = NULL;
+		if ((r = call_send(call)) < 0) {
+			call_free(call);
+			return r;
+		}
+	}
+	call_link(call);
 	*ret = call;
 	return 0;
 }
@@ -251,8 +389,7 @@ int etcd_lease_keepalive_start(struct etcd_client *c, int64_t id, long timeout_m
 	int r = etcd_keepalive_body(id, &body);
 	if (r < 0)
 		return r;
-	return call_start(c, "/v3/lease/keepalive", body, timeout_ms, call_decode_keepalive, NULL,
-			  fn, userdata, ret);
+	return call_start_keepalive(c, body, timeout_ms, fn, userdata, ret);
 }
 
 int etcd_lease_grant_start(struct etcd_client *c, int64_t ttl, long timeout_ms,

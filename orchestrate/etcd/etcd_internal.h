@@ -38,17 +38,39 @@ struct etcd_client {
 	sd_event_source *multi_timer;
 	struct etcd_watch *watches;	/* linked through etcd_watch.next */
 	struct etcd_call *calls;	/* unary requests in flight, through etcd_call.next */
+	struct etcd_keepalive_stream *keepalive;	/* etcd_keepalive.c; NULL: none yet */
 };
 
 /* What an easy handle on the client's multi carries as CURLINFO_PRIVATE: the
  * first member of a watch and of an asynchronous call alike, so that a
  * finished transfer finds its owner. */
-enum etcd_transfer { ETCD_TRANSFER_WATCH, ETCD_TRANSFER_CALL };
+enum etcd_transfer { ETCD_TRANSFER_WATCH, ETCD_TRANSFER_CALL, ETCD_TRANSFER_KEEPALIVE };
 
 /* A finished transfer of an asynchronous call (etcd_call.c). */
 void etcd_call_transfer_done(struct etcd_call *call, CURLcode code);
 /* Frees every call still in flight, without calling back. */
 void etcd_calls_free(struct etcd_client *c);
+
+/*
+ * The keepalive stream (etcd_keepalive.c).  _send puts call's renewal (body,
+ * a JSON object) on the client's stream, opening it when none is; false when
+ * the stream cannot take it (the caller sends a request of its own).  The
+ * stream then answers the call with etcd_call_streamed_answer(), or, when it
+ * ends first, hands it back with etcd_call_streamed_lost().  _forget drops the
+ * stream a call waits on (its answer would come late).  _dispatch reads what
+ * has come back (after curl ran), _transfer_done ends a stream curl finished.
+ */
+struct etcd_keepalive_stream;
+bool etcd_keepalive_stream_send(struct etcd_client *c, struct etcd_call *call, const char *body);
+void etcd_keepalive_stream_forget(struct etcd_client *c, struct etcd_call *call);
+void etcd_keepalive_stream_dispatch(struct etcd_client *c);
+void etcd_keepalive_stream_transfer_done(struct etcd_keepalive_stream *ks);
+void etcd_keepalive_stream_free(struct etcd_client *c);
+/* The stream's answer to a call (reply NULL: not JSON), from endpoint i. */
+void etcd_call_streamed_answer(struct etcd_call *call, const cJSON *reply, size_t i);
+/* The stream ended before answering: the call goes on as a request of its
+ * own, from endpoint (current + attempt). */
+void etcd_call_streamed_lost(struct etcd_call *call, size_t attempt);
 
 /* Records the one-line error message for etcd_last_error(). */
 void etcd_set_error(struct etcd_client *c, const char *fmt, ...)

@@ -625,6 +625,8 @@ static void multi_collect(CURLM *multi)
 		curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&t);
 		if (t && *t == ETCD_TRANSFER_CALL)
 			etcd_call_transfer_done((struct etcd_call *)t, msg->data.result);
+		else if (t && *t == ETCD_TRANSFER_KEEPALIVE)
+			etcd_keepalive_stream_transfer_done((struct etcd_keepalive_stream *)t);
 		else if (t)
 			watch_transfer_done((struct etcd_watch *)t, msg->data.result);
 	}
@@ -844,6 +846,7 @@ static bool watch_has_frame(const struct etcd_watch *w)
 static void client_dispatch(struct etcd_client *c)
 {
 	multi_collect(c->multi);
+	etcd_keepalive_stream_dispatch(c);
 	for (;;) {
 		struct etcd_watch *w = c->watches;
 		while (w && !watch_has_frame(w) && !w->stop_requested)
