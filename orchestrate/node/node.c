@@ -135,6 +135,13 @@ int node_timer_arm(struct node *n, sd_event_source **s, uint64_t delay_usec,
 	return sd_event_add_time_relative(n->event, s, CLOCK_MONOTONIC, delay_usec, 0, fn, n);
 }
 
+int node_timer_arm_exact(struct node *n, sd_event_source **s, uint64_t delay_usec,
+			 sd_event_time_handler_t fn)
+{
+	*s = sd_event_source_disable_unref(*s);
+	return sd_event_add_time_relative(n->event, s, CLOCK_MONOTONIC, delay_usec, 1, fn, n);
+}
+
 void node_timer_cancel(sd_event_source **s)
 {
 	*s = sd_event_source_disable_unref(*s);

@@ -235,6 +235,10 @@ void node_hook_done(struct node *n, struct hook *h, const char *version,
 		    const struct hook_result *res);
 void node_once_finish(struct node *n, int code);
 void node_finish_stop(struct node *n);
+/* node_timer_arm_exact: fires at the delay itself, not within sd-event's default
+ * accuracy (250 ms, placed differently on each machine). */
+int node_timer_arm_exact(struct node *n, sd_event_source **s, uint64_t delay_usec,
+			 sd_event_time_handler_t fn);
 int node_timer_arm(struct node *n, sd_event_source **s, uint64_t delay_usec,
 		   sd_event_time_handler_t fn);
 void node_timer_cancel(sd_event_source **s);
