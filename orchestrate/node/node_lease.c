@@ -71,9 +71,9 @@ static uint64_t node_now(struct node *n)
 /*
  * A renewal falls on a whole second of the wall clock: the one before it is
  * due (less than a second early, at no cost to the lease), on an exact timer.
- * What a renewal costs etcd is mostly being woken for it: 0.7 ms of etcd's CPU
- * for a renewal that comes alone, 0.2 ms each when a hundred come together
- * (bench/keepalive-cost.py, etcd 3.4).  A fleet's clocks agree to well under a
+ * What a renewal costs etcd is mostly being woken for it: 0.55 ms of etcd's CPU
+ * for a renewal that comes alone on its stream, 0.14 ms each when a hundred
+ * come together (bench/keepalive-cost.py, etcd 3.4).  A fleet's clocks agree to well under a
  * millisecond (NTP), so its renewals arrive in batches, one per second, each
  * node in its own second of the interval (node_keepalive_first draws it):
  * with a 10 s interval, a tenth of the fleet at each whole second, never all
