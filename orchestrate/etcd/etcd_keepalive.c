@@ -177,8 +177,10 @@ bool etcd_keepalive_stream_send(struct etcd_client *c, struct etcd_call *call, c
 		return false;
 	}
 	if (!ks->easy) {
-		if (stream_open(ks) < 0)
+		if (stream_open(ks) < 0) {
+			stream_disconnect(ks);	/* the body must not wait for the next stream */
 			return false;
+		}
 	} else if (ks->paused) {
 		ks->paused = false;
 		curl_easy_pause(ks->easy, CURLPAUSE_CONT);
