@@ -240,6 +240,11 @@ static void node_write_metrics(struct node *n)
 		log_warnx("cannot write metrics file '%s': %s", path, strerror(-r));
 }
 
+void node_metrics_changed(struct node *n)
+{
+	node_write_metrics(n);
+}
+
 static void node_hook_started(struct node *n, const char *name)
 {
 	n->hook_started[hook_metric_index(name)] = mono_now(n);

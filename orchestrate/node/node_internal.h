@@ -242,6 +242,9 @@ int node_timer_arm_exact(struct node *n, sd_event_source **s, uint64_t delay_use
 int node_timer_arm(struct node *n, sd_event_source **s, uint64_t delay_usec,
 		   sd_event_time_handler_t fn);
 void node_timer_cancel(sd_event_source **s);
+/* A counter of the metrics file changed outside a state change or a hook's
+ * end (a lease granted again): the file is written now. */
+void node_metrics_changed(struct node *n);
 uint64_t sec_to_usec(double s);
 void set_str(char **p, const char *s);
 const char *or_none(const char *s);

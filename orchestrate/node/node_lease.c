@@ -268,6 +268,10 @@ static void node_on_grant(int error, int64_t lease, void *userdata)
 	n->lease.keys_lost = true;
 	n->lease.expired = false;
 	n->lease.regrants++;
+	/* Nothing else may write the file soon: when etcd's delete of the old
+	 * lease's keys and their put under the new one fall in one catalog
+	 * debounce, the hiera file does not change and no hook runs. */
+	node_metrics_changed(n);
 	/* The new lease is kept alive from now on, even while its keys wait
 	 * for their turn in the write queue. */
 	node_renewal_arm(n, node_keepalive_first(n));
