@@ -25,6 +25,16 @@ test_expect_success 'three daemons register and stay idle without a desired vers
 	test ! -f n1/config.count
 '
 
+test_expect_success 'each daemon waits a random part of a second before its first request' '
+	for n in n1 n2 n3; do
+		sed -n "s/.*first request to etcd in \([0-9.]*\) s.*/\1/p" "$TRASH/$n/log" | head -1
+	done >spread &&
+	test $(wc -l <spread) = 3 &&
+	awk "\$1 < 0 || \$1 > 1 { exit 1 }" spread &&
+	# three draws from a millisecond-fine second: all equal only if not random
+	test $(sort -u spread | wc -l) -gt 1
+'
+
 test_expect_success 'a trigger converges every node' '
 	etcdctl_put /current_version v1 &&
 	wait_for "node_at n1 v1 && node_at n2 v1 && node_at n3 v1" 20 &&

@@ -71,6 +71,8 @@
 
 /* How long SIGTERM waits for running hooks before killing them. */
 #define STOP_GRACE_USEC (HOOK_KILL_GRACE_USEC + 5 * USEC_PER_SEC)
+/* The first request to etcd waits at most this long, at random (node_start). */
+#define START_SPREAD_USEC USEC_PER_SEC
 
 static const char *const node_state_names[_NODE_STATE_MAX] = {
 	[NODE_STARTING] = "starting",
@@ -820,7 +822,14 @@ int node_start(struct node *n)
 		if (r < 0)
 			return r;
 	}
-	node_schedule_resync(n, 0);
+	/* The first request waits a random part of a second: daemons started
+	 * together (a site back from a power loss, a package upgrade pushed to
+	 * every host at once) then reach etcd spread out rather than in one
+	 * burst that outlasts the request timeout and comes back as retries.
+	 * A failed start is spread further by the resync's jittered backoff. */
+	uint64_t spread = random_between(0, START_SPREAD_USEC);
+	log_debug("first request to etcd in %.3f s", (double)spread / (double)USEC_PER_SEC);
+	node_schedule_resync(n, spread);
 	return n->sync.resync ? 0 : -ENOMEM;
 }
 
