@@ -78,6 +78,27 @@ test_expect_success 'after the stretch the node converges as before' '
 	test "$(lease_of s1)" = "$(cat lease.before)"
 '
 
+test_expect_success 'etcd 2.5 s behind as the node reads the fleet again: one read, waited for, the lease kept' '
+	grep -q "svc-s1" s1/services.yaml &&
+	sed -i "s/^  group: g1$/  group: g1\n  consumes: [common]/" s1/orchestrate.yaml &&
+	grep -q "^  consumes: \[common\]$" s1/orchestrate.yaml &&
+	cp s1/log s1/log.before &&
+	echo 2.5 >delay &&
+	from=$(now) &&
+	kill -HUP "$(node_pid s1)" &&
+	wait_for "grep -q \"reading them again\" s1/log" 5 &&
+	# the new ranges are read (only common in the hiera file) while every
+	# request still takes 2.5 s, over twice the request timeout
+	wait_for "! grep -q svc-s1 s1/services.yaml" 15 &&
+	to=$(now) &&
+	rm -f delay &&
+	grep -q "common" s1/services.yaml &&
+	sed -n "$(( $(wc -l <s1/log.before) + 1 )),\$p" s1/log >log.new &&
+	! grep -q "sync failed" log.new &&
+	test "$(requests /v3/kv/range "$from" "$to")" = 0 &&
+	test "$(lease_of s1)" = "$(cat lease.before)"
+'
+
 test_expect_success 'etcd stopped for 5 s (past the request timeout, inside the TTL) during a run: the lease is kept, the run recorded once' '
 	echo 3 >s1/config.sleep &&
 	etcdctl_put /current_version v3 &&

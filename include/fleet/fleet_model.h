@@ -18,7 +18,7 @@
  * decode is taken as the most careful one (max_parallel 1).
  *
  * This is fleet-layer code: it knows the key layout, talks to etcd only in
- * fleet_model_read(), and neither logs nor exits.
+ * fleet_model_read() and fleet_model_read_start(), and neither logs nor exits.
  */
 #ifndef ORCHESTRATE_FLEET_MODEL_H
 #define ORCHESTRATE_FLEET_MODEL_H
@@ -45,6 +45,9 @@ struct rollout_holder {
 	char *group;			/* NULL when none (or not decodable) */
 	int64_t create_revision;	/* the queue order */
 };
+
+struct fleet_model;
+typedef void (*fleet_model_read_fn)(int error, struct fleet_model *m, void *userdata);
 
 struct fleet_model {
 	/* Fixed at fleet_model_init(). */
@@ -82,6 +85,10 @@ struct fleet_model {
 	struct etcd_kv halted;		/* rollout/halted; key NULL: none */
 	struct etcd_kv promoted;	/* rollout/promoted; key NULL: none */
 	struct catalog catalog;		/* sorted; only the consumed services */
+
+	/* Who waits for fleet_model_read_start(). */
+	fleet_model_read_fn read_fn;
+	void *read_userdata;
 };
 
 /*
@@ -95,6 +102,15 @@ void fleet_model_release(struct fleet_model *m);
 
 /* Reads everything the model holds at one revision (replacing what it held). */
 int fleet_model_read(struct fleet *f, struct fleet_model *m);
+/*
+ * The same read without blocking the loop, in one request (etcd_snapshot_start:
+ * a txn of every range; a catalog longer than a page goes on in pages).  fn
+ * runs from the loop with 0 once m holds the new view, or with an error (m
+ * then holds what it held).  m must live until then; *ret is the read in
+ * flight, for fleet_call_cancel(), until fn runs.
+ */
+int fleet_model_read_start(struct fleet *f, struct fleet_model *m, long patience_ms,
+			   fleet_model_read_fn fn, void *userdata, struct etcd_call **ret);
 
 /* The ranges to watch from m->revision + 1: current_version, pause/, rollout/
  * and the catalog (whole or per consumed service), in that order: the

@@ -37,7 +37,6 @@
  * faster than linearly), one of 2,000 ~30 ms but every page also pays a count
  * of the whole remaining range.  5,000 is the sweet spot.
  */
-#define DEFAULT_PAGE_SIZE 5000
 
 /* gRPC status codes that the gateway puts in "code". */
 enum {
@@ -66,8 +65,7 @@ const char *etcd_last_error(const struct etcd_client *c)
 	return c->error.len ? buf_str(&c->error) : "etcd: no error";
 }
 
-/* The endpoint that answered last (or will be tried first). */
-static const char *etcd_current_endpoint(const struct etcd_client *c)
+const char *etcd_current_endpoint(const struct etcd_client *c)
 {
 	return c->endpoints[c->current];
 }
@@ -879,7 +877,7 @@ int etcd_get_prefix_paged(struct etcd_client *c, const char *prefix, unsigned fl
 		return -ENOMEM;
 	size_t end_len = etcd_prefix_end(prefix, plen, end);
 	if (page_size <= 0)
-		page_size = DEFAULT_PAGE_SIZE;
+		page_size = ETCD_PAGE_SIZE;
 
 	memset(ret, 0, sizeof(*ret));
 	for (;;) {
@@ -943,6 +941,20 @@ int etcd_get_prefix(struct etcd_client *c, const char *prefix, unsigned flags, i
 		    struct etcd_kv_list *ret)
 {
 	return etcd_get_prefix_paged(c, prefix, flags, revision, 0, ret);
+}
+
+/* --- the requests of a snapshot read (etcd_call.c sends them) ---------------- */
+
+cJSON *etcd_range_request(const char *key, size_t key_len, const char *end, size_t end_len,
+			  int64_t revision)
+{
+	_cleanup_(cJSON_Deletep) cJSON *req = cJSON_CreateObject();
+	if (!req || add_bytes(req, "key", key, key_len) < 0 ||
+	    (end && (add_bytes(req, "range_end", end, end_len) < 0 ||
+		     add_int64(req, "limit", ETCD_PAGE_SIZE) < 0)) ||
+	    (revision > 0 && add_int64(req, "revision", revision) < 0))
+		return NULL;
+	return TAKE_PTR(req);
 }
 
 /* --- writes ------------------------------------------------------------------ */

@@ -39,12 +39,15 @@ struct etcd_call {
 	struct curl_slist *headers;
 	struct buf reply;
 
-	/* Reads a successful reply into the call's value. */
+	/* Reads a successful reply into the call's value: 0, an error, or 1
+	 * when the call goes on with the next request it set up (call->body,
+	 * call->path: a snapshot read's next page). */
 	int (*decode)(struct etcd_call *call, const cJSON *reply, int64_t *ret);
 	bool streamed;			/* waits on the keepalive stream, */
 	uint64_t deadline;		/* until then (CLOCK_MONOTONIC, usec), */
 	sd_event_source *deadline_timer;	/* which this enforces */
 	char *witness;			/* a settled txn's (etcd_txn_witness) */
+	struct etcd_snapshot *snapshot;	/* a snapshot read's ranges and lists */
 	int64_t since;			/* ...and its etcd_txn_settle() revision */
 	etcd_value_fn fn;
 	void *userdata;
@@ -60,6 +63,8 @@ static void call_unlink(struct etcd_call *call)
 	}
 }
 
+static void snapshot_free(struct etcd_snapshot *s);
+
 static void call_free(struct etcd_call *call)
 {
 	if (call->streamed)
@@ -73,6 +78,7 @@ static void call_free(struct etcd_call *call)
 	buf_release(&call->reply);
 	free(call->body);
 	free(call->witness);
+	snapshot_free(call->snapshot);
 	free(call);
 }
 
@@ -124,6 +130,14 @@ static void call_finish(struct etcd_call *call, int error, const cJSON *reply)
 
 	if (error >= 0)
 		error = call->decode(call, reply, &value);
+	if (error > 0) {
+		/* The next request of the same call, from the member that just
+		 * answered (c->current). */
+		call->attempt = 0;
+		call->reauthed = false;
+		if ((error = call_send(call)) >= 0)
+			return;
+	}
 	call_unlink(call);
 	call->fn(error < 0 ? error : 0, value, call->userdata);
 	call_free(call);
@@ -411,4 +425,213 @@ int etcd_txn_commit_start(struct etcd_client *c, const struct etcd_txn *t, long 
 		return -ENOMEM;
 	return call_start(c, "/v3/kv/txn", body, timeout_ms, call_decode_txn, etcd_txn_witness(t),
 			  fn, userdata, ret);
+}
+
+/* --- snapshot reads ---------------------------------------------------------- */
+
+struct snapshot_range {
+	char *key, *end;		/* end NULL: the key alone */
+	size_t key_len, end_len;
+	bool more;			/* etcd holds keys past the last page read */
+};
+
+struct etcd_snapshot {
+	struct snapshot_range *ranges;
+	struct etcd_kv_list *lists;
+	size_t n;
+	size_t paging;			/* the range whose next page is asked for */
+	int64_t revision;		/* 0 until the txn answered */
+	etcd_snapshot_fn fn;
+	void *userdata;
+};
+
+static void snapshot_free(struct etcd_snapshot *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < s->n; i++) {
+		free(s->ranges[i].key);
+		free(s->ranges[i].end);
+		etcd_kv_list_release(&s->lists[i]);
+	}
+	free(s->ranges);
+	free(s->lists);
+	free(s);
+}
+
+static int snapshot_malformed(struct etcd_call *call)
+{
+	etcd_set_error(call->c, "etcd '%s': malformed snapshot reply",
+		       etcd_current_endpoint(call->c));
+	return -EPROTO;
+}
+
+/* The txn's reply: a response_range per range, in order. */
+static int snapshot_decode_txn(struct etcd_call *call, const cJSON *reply)
+{
+	struct etcd_snapshot *s = call->snapshot;
+	const cJSON *header = cJSON_GetObjectItemCaseSensitive(reply, "header");
+	const cJSON *responses = cJSON_GetObjectItemCaseSensitive(reply, "responses");
+	const cJSON *item;
+	size_t i = 0;
+
+	if (!cJSON_IsObject(header) || etcd_decode_int64(header, "revision", &s->revision) < 0 ||
+	    s->revision <= 0 || !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(reply, "succeeded")) ||
+	    !cJSON_IsArray(responses) || (size_t)cJSON_GetArraySize(responses) != s->n)
+		return snapshot_malformed(call);
+	cJSON_ArrayForEach(item, responses) {
+		const cJSON *range = cJSON_GetObjectItemCaseSensitive(item, "response_range");
+		struct snapshot_range *sr = &s->ranges[i];
+		struct etcd_kv_list *l = &s->lists[i++];
+		if (!cJSON_IsObject(range) || etcd_decode_range(range, l, &sr->more) < 0)
+			return snapshot_malformed(call);
+		l->revision = s->revision;
+		/* One key is that key or nothing; a page that says more has
+		 * keys, or the next page could never start after its last. */
+		if ((!sr->end && (sr->more || l->n > 1 ||
+				  (l->n == 1 && (l->kvs[0].key_len != sr->key_len ||
+						 memcmp(l->kvs[0].key, sr->key, sr->key_len))))) ||
+		    (sr->more && l->n == 0))
+			return snapshot_malformed(call);
+	}
+	return 0;
+}
+
+/* A later page of range s->paging. */
+static int snapshot_decode_page(struct etcd_call *call, const cJSON *reply)
+{
+	struct etcd_snapshot *s = call->snapshot;
+	struct snapshot_range *sr = &s->ranges[s->paging];
+	struct etcd_kv_list *l = &s->lists[s->paging];
+	size_t before = l->n;
+	int64_t count = l->count;	/* the first page's total stands */
+
+	if (etcd_decode_range(reply, l, &sr->more) < 0 || (sr->more && l->n == before))
+		return snapshot_malformed(call);
+	l->count = count;
+	l->revision = s->revision;
+	return 0;
+}
+
+static int call_decode_snapshot(struct etcd_call *call, const cJSON *reply, int64_t *ret)
+{
+	struct etcd_snapshot *s = call->snapshot;
+	int r = s->revision ? snapshot_decode_page(call, reply) : snapshot_decode_txn(call, reply);
+	if (r < 0)
+		return r;
+	while (s->paging < s->n && !s->ranges[s->paging].more)
+		s->paging++;
+	if (s->paging == s->n) {
+		*ret = s->revision;
+		return 0;
+	}
+
+	/* The next page starts just after the last key read: key + "\0". */
+	struct snapshot_range *sr = &s->ranges[s->paging];
+	const struct etcd_kv *last = &s->lists[s->paging].kvs[s->lists[s->paging].n - 1];
+	_cleanup_(freep) char *next = malloc(last->key_len + 1);
+	if (!next)
+		return -ENOMEM;
+	memcpy(next, last->key, last->key_len);
+	next[last->key_len] = '\0';
+	_cleanup_(cJSON_Deletep) cJSON *req =
+		etcd_range_request(next, last->key_len + 1, sr->end, sr->end_len, s->revision);
+	char *body = req ? cJSON_PrintUnformatted(req) : NULL;
+	if (!body)
+		return -ENOMEM;
+	free(call->body);
+	call->body = body;
+	call->path = "/v3/kv/range";
+	return 1;
+}
+
+/* The call's own function: hands the lists to the caller's. */
+static void snapshot_done(int error, int64_t revision, void *userdata)
+{
+	struct etcd_call *call = userdata;
+	struct etcd_snapshot *s = call->snapshot;
+	s->fn(error, error < 0 ? NULL : s->lists, error < 0 ? 0 : s->n, revision, s->userdata);
+}
+
+static int snapshot_new(const struct etcd_range *ranges, size_t n, struct etcd_snapshot **ret)
+{
+	struct etcd_snapshot *s = calloc(1, sizeof(*s));
+	if (!s || !(s->ranges = calloc(n, sizeof(*s->ranges))) ||
+	    !(s->lists = calloc(n, sizeof(*s->lists)))) {
+		if (s)
+			free(s->ranges);
+		free(s);
+		return -ENOMEM;
+	}
+	s->n = n;
+	for (size_t i = 0; i < n; i++) {
+		struct snapshot_range *sr = &s->ranges[i];
+		sr->key_len = strlen(ranges[i].key);
+		if (!(sr->key = strdup(ranges[i].key))) {
+			snapshot_free(s);
+			return -ENOMEM;
+		}
+		if (ranges[i].prefix) {
+			if (!(sr->end = malloc(sr->key_len + 1))) {
+				snapshot_free(s);
+				return -ENOMEM;
+			}
+			sr->end_len = etcd_prefix_end(sr->key, sr->key_len, sr->end);
+		}
+	}
+	*ret = s;
+	return 0;
+}
+
+/* The txn: a range operation per range, all at one revision. */
+static int snapshot_body(const struct etcd_snapshot *s, char **ret)
+{
+	_cleanup_(cJSON_Deletep) cJSON *body = cJSON_CreateObject();
+	cJSON *success = body ? cJSON_AddArrayToObject(body, "success") : NULL;
+	if (!success)
+		return -ENOMEM;
+	for (size_t i = 0; i < s->n; i++) {
+		const struct snapshot_range *sr = &s->ranges[i];
+		cJSON *op = cJSON_CreateObject();
+		cJSON *req = etcd_range_request(sr->key, sr->key_len, sr->end, sr->end_len, 0);
+		if (!op || !req || !cJSON_AddItemToArray(success, op) ||
+		    !cJSON_AddItemToObject(op, "request_range", req)) {
+			cJSON_Delete(req);
+			return -ENOMEM;
+		}
+	}
+	*ret = cJSON_PrintUnformatted(body);
+	return *ret ? 0 : -ENOMEM;
+}
+
+int etcd_snapshot_start(struct etcd_client *c, const struct etcd_range *ranges, size_t n,
+			long timeout_ms, etcd_snapshot_fn fn, void *userdata,
+			struct etcd_call **ret)
+{
+	struct etcd_snapshot *s = NULL;
+	struct etcd_call *call;
+	char *body = NULL;
+	int r;
+
+	if (n == 0)
+		return -EINVAL;
+	if ((r = snapshot_new(ranges, n, &s)) < 0)
+		return r;
+	if ((r = snapshot_body(s, &body)) < 0 ||
+	    (r = call_new(c, "/v3/kv/txn", body, timeout_ms, call_decode_snapshot, NULL,
+			  snapshot_done, NULL, &call)) < 0) {
+		snapshot_free(s);
+		return r;
+	}
+	s->fn = fn;
+	s->userdata = userdata;
+	call->snapshot = s;
+	call->userdata = call;
+	if ((r = call_send(call)) < 0) {
+		call_free(call);
+		return r;
+	}
+	call_link(call);
+	*ret = call;
+	return 0;
 }

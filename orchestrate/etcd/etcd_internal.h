@@ -105,6 +105,14 @@ enum etcd_attempt etcd_attempt_read(struct etcd_client *c, size_t i, const char 
 				    const struct buf *reply, bool *tls_refused, int *ret_error,
 				    cJSON **ret_reply);
 
+/* A range read's page: this many keys at most (etcd_get_prefix, snapshots). */
+#define ETCD_PAGE_SIZE 5000
+/* One range request, as a JSON object: the key alone (end NULL), or [key, end)
+ * a page at a time; at revision when > 0.  NULL when out of memory. */
+cJSON *etcd_range_request(const char *key, size_t key_len, const char *end, size_t end_len,
+			  int64_t revision);
+/* The endpoint that answered last (or will be tried first). */
+const char *etcd_current_endpoint(const struct etcd_client *c);
 /* Drops the token and authenticates again (blocking). */
 int etcd_reauthenticate(struct etcd_client *c);
 

@@ -438,22 +438,52 @@ int fleet_model_apply(struct fleet_model *m, const struct etcd_event *events, si
 
 /* --- reading ------------------------------------------------------------------------- */
 
+/* Everything was read at revision: swapped in, replacing what m held.  Takes
+ * the contents of version (key NULL: no desired version), pauses, rollout and
+ * cat, which the caller leaves empty. */
+static int model_load(struct fleet_model *m, struct etcd_kv *version, struct etcd_kv_list *pauses,
+		      struct etcd_kv_list *rollout, struct catalog *cat, int64_t revision)
+{
+	unsigned ignored = 0;
+	int r;
+
+	cat->revision = revision;
+	free(m->desired);
+	m->desired = NULL;
+	m->desired_known = true;
+	m->trigger = 0;
+	if (version->key)
+		set_desired(m, version, false, &ignored);
+	etcd_kv_list_release(&m->pauses);
+	m->pauses = *pauses;
+	*pauses = (struct etcd_kv_list)ETCD_KV_LIST_INIT;
+	catalog_release(&m->catalog);
+	m->catalog = *cat;
+	*cat = (struct catalog)CATALOG_INIT;
+	rollout_policy_release(&m->policy);
+	m->policy_state = 0;
+	holders_clear(m);
+	safety_clear(m);
+	for (size_t i = 0; i < rollout->n; i++)
+		if ((r = apply_one(m, &rollout->kvs[i], false, &ignored)) < 0)
+			return r;
+	m->revision = m->pause_revision = m->rollout_revision = revision;
+	return 0;
+}
+
 int fleet_model_read(struct fleet *f, struct fleet_model *m)
 {
 	_cleanup_(etcd_kv_releasep) struct etcd_kv version_kv = { 0 };
-	bool have_version;
 	_cleanup_(etcd_kv_list_releasep) struct etcd_kv_list pauses = ETCD_KV_LIST_INIT;
 	_cleanup_(etcd_kv_list_releasep) struct etcd_kv_list rollout = ETCD_KV_LIST_INIT;
 	_cleanup_(catalog_releasep) struct catalog cat = CATALOG_INIT;
 	int64_t revision = 0;
-	unsigned ignored = 0;
 	int r;
 
 	/* current_version's own mod revision is the rollout's trigger. */
 	r = etcd_get(f->etcd, m->k_version, &version_kv, &revision);
 	if (r < 0)
 		return r;
-	have_version = r > 0;
 	if ((r = etcd_get_prefix(f->etcd, m->k_pause_dir, 0, revision, &pauses)) < 0 ||
 	    (r = etcd_get_prefix(f->etcd, m->k_rollout_dir, 0, revision, &rollout)) < 0)
 		return r;
@@ -469,30 +499,56 @@ int fleet_model_read(struct fleet *f, struct fleet_model *m)
 		}
 		catalog_sort(&cat);
 	}
-	cat.revision = revision;
+	return model_load(m, &version_kv, &pauses, &rollout, &cat, revision);
+}
 
-	/* Everything was read: swap it in. */
-	free(m->desired);
-	m->desired = NULL;
-	m->desired_known = true;
-	m->trigger = 0;
-	if (have_version)
-		set_desired(m, &version_kv, false, &ignored);
-	etcd_kv_list_release(&m->pauses);
-	m->pauses = pauses;
-	pauses = (struct etcd_kv_list)ETCD_KV_LIST_INIT;
-	catalog_release(&m->catalog);
-	m->catalog = cat;
-	cat = (struct catalog)CATALOG_INIT;
-	rollout_policy_release(&m->policy);
-	m->policy_state = 0;
-	holders_clear(m);
-	safety_clear(m);
-	for (size_t i = 0; i < rollout.n; i++)
-		if ((r = apply_one(m, &rollout.kvs[i], false, &ignored)) < 0)
-			return r;
-	m->revision = m->pause_revision = m->rollout_revision = revision;
-	return 0;
+/* The snapshot's ranges, in this order: current_version, pause/, rollout/,
+ * then the catalog (whole, or one range per consumed service). */
+enum { READ_VERSION, READ_PAUSES, READ_ROLLOUT, READ_CATALOG };
+
+static void model_on_snapshot(int error, struct etcd_kv_list *lists, size_t n, int64_t revision,
+			      void *userdata)
+{
+	struct fleet_model *m = userdata;
+	_cleanup_(etcd_kv_releasep) struct etcd_kv version = { 0 };
+	_cleanup_(catalog_releasep) struct catalog cat = CATALOG_INIT;
+	int r = error;
+
+	if (r >= 0 && lists[READ_VERSION].n == 1) {
+		version = lists[READ_VERSION].kvs[0];
+		lists[READ_VERSION].kvs[0] = (struct etcd_kv){ 0 };
+	}
+	for (size_t i = READ_CATALOG; r >= 0 && i < n; i++)
+		r = catalog_from_kvs(&lists[i], m->k_services_dir, &cat);
+	if (r >= 0) {
+		catalog_sort(&cat);
+		r = model_load(m, &version, &lists[READ_PAUSES], &lists[READ_ROLLOUT], &cat,
+			       revision);
+	}
+	m->read_fn(r < 0 ? r : 0, m, m->read_userdata);
+}
+
+int fleet_model_read_start(struct fleet *f, struct fleet_model *m, long patience_ms,
+			   fleet_model_read_fn fn, void *userdata, struct etcd_call **ret)
+{
+	size_t n = READ_CATALOG + 1;
+	for (size_t i = 0; m->consumed && m->k_service_dirs[i]; i++)
+		n = READ_CATALOG + i + 1;
+	if (m->consumed && !m->k_service_dirs[0])
+		n = READ_CATALOG;	/* consumes nothing: no catalog range */
+
+	_cleanup_(freep) struct etcd_range *ranges = calloc(n, sizeof(*ranges));
+	if (!ranges)
+		return -ENOMEM;
+	ranges[READ_VERSION] = (struct etcd_range){ m->k_version, false };
+	ranges[READ_PAUSES] = (struct etcd_range){ m->k_pause_dir, true };
+	ranges[READ_ROLLOUT] = (struct etcd_range){ m->k_rollout_dir, true };
+	for (size_t i = READ_CATALOG; i < n; i++)
+		ranges[i] = (struct etcd_range){
+			m->consumed ? m->k_service_dirs[i - READ_CATALOG] : m->k_services_dir, true };
+	m->read_fn = fn;
+	m->read_userdata = userdata;
+	return etcd_snapshot_start(f->etcd, ranges, n, patience_ms, model_on_snapshot, m, ret);
 }
 
 int fleet_model_ranges(const struct fleet_model *m, struct etcd_watch_range **ret, size_t *ret_n)

@@ -86,6 +86,8 @@ struct node_sync {
 	struct fleet_model model;
 	bool synced;			/* the first sync is done (READY=1 sent) */
 	struct etcd_watch *stream;	/* the one stream: version, pause, rollout, catalog */
+	struct etcd_call *read;		/* the model's read in flight, or NULL, */
+	struct fleet_model fresh;	/* ...into this, swapped in when it ends */
 	sd_event_source *resync;
 	unsigned failures;		/* syncs failed in a row, for the backoff */
 };

@@ -29,6 +29,7 @@
 #include "config/config.h"
 #include "base/exitcode.h"
 #include "base/log.h"
+#include "fleet/fleet_lease.h"
 #include "fleet/fleet_stream.h"
 #include "node_internal.h"
 
@@ -140,79 +141,16 @@ static int node_consumed(struct node *n, char ***ret)
 	return 0;
 }
 
-/*
- * Reads the model at one revision, writes the hiera file, and watches from
- * the next revision on one stream.  Returns 0 or the error (the caller
- * retries).  On error the model keeps what it held: a failed read is never
- * taken as an empty catalog or an unset version.
- */
-static int node_sync(struct node *n)
+static int node_on_resync(sd_event_source *s, uint64_t usec, void *userdata);
+
+/* A failed registration or read: tried again after a backoff (--once gives
+ * up after a few tries).  The model keeps what it held: a failed read is
+ * never taken as an empty catalog or an unset version. */
+static void node_resync_failed(struct node *n)
 {
-	_cleanup_(fleet_model_release) struct fleet_model fresh = { 0 };
-	_cleanup_(strv_freep) char **consumed = NULL;
-	int r;
-
-	node_stop_watches(n);
-	if ((r = node_consumed(n, &consumed)) < 0 ||
-	    (r = fleet_model_init(&fresh, n->fleet.prefix, n->host, n->opt.config->group,
-				  consumed)) < 0)
-		return r;
-	r = fleet_model_read(&n->fleet, &fresh);
-	if (r < 0)
-		return r;
-	if (!streq_ptr(fresh.desired, n->sync.model.desired) || !n->sync.model.desired_known)
-		log_fields(LOG_INFO, fresh.desired, NULL, "desired version '%s', local version '%s'",
-			   or_none(fresh.desired), or_none(n->run.local));
-	fleet_model_release(&n->sync.model);
-	n->sync.model = fresh;
-	node_run_model_moved(n);
-	fresh = (struct fleet_model){ 0 };
-	node_write_hiera(n);
-
-	r = node_start_stream(n);
-	if (r < 0) {
-		node_stop_watches(n);
-		return r;
-	}
-	return 0;
-}
-
-/* Registers (once) and syncs; returns 0 or the error. */
-static int node_resync(struct node *n)
-{
-	int r;
-
-	if (!n->lease.registered && (r = node_register(n)) < 0)
-		return r;
-	if ((r = node_sync(n)) < 0)
-		return r;
-	if (!n->sync.synced) {
-		bool healthy = false;
-		n->sync.synced = true;
-		/* What the last life of the daemon left: an interrupted run,
-		 * a failed validation, services to offer again. */
-		node_run_recover(n, &healthy);
-		node_catalog_recover(n, healthy);
-		if (!n->once)
-			(void)sd_notify(false, "READY=1");
-	}
-	return 0;
-}
-
-static int node_on_resync(sd_event_source *s, uint64_t usec, void *userdata)
-{
-	struct node *n = userdata;
 	static const struct backoff b = { USEC_PER_SEC, RESYNC_MAX_SEC * USEC_PER_SEC, 0 };
 	uint64_t delay;
 
-	node_timer_cancel(&n->sync.resync);
-	if (n->stopping)
-		return 0;
-	if (node_resync(n) >= 0) {
-		n->sync.failures = 0;
-		node_schedule_evaluate(n);
-		return 0;
-	}
 	/* --once is run from cron: a run that cannot reach etcd gives up
 	 * after a few tries, each bounded by etcd.timeout, rather than pile up
 	 * behind the next one. */
@@ -221,7 +159,7 @@ static int node_on_resync(sd_event_source *s, uint64_t usec, void *userdata)
 			  node_etcd_error(n));
 		n->sync.failures++;
 		node_once_finish(n, EXIT_UNAVAILABLE);
-		return 0;
+		return;
 	}
 	/* The last error says why. */
 	n->sync.failures++;
@@ -232,6 +170,84 @@ static int node_on_resync(sd_event_source *s, uint64_t usec, void *userdata)
 		node_set_state(n, NODE_STARTING, "cannot reach etcd: %s", node_etcd_error(n));
 	if (node_timer_arm(n, &n->sync.resync, delay, node_on_resync) < 0)
 		log_warnx("cannot arm the resync timer");
+}
+
+/* The read ended: the new model in, the hiera file written, the stream opened
+ * from the next revision; the first time, what the last life of the daemon
+ * left (an interrupted run, a failed validation, services to offer again). */
+static void node_on_model_read(int error, struct fleet_model *fresh, void *userdata)
+{
+	struct node *n = userdata;
+	int r;
+
+	n->sync.read = NULL;
+	if (error < 0) {
+		fleet_model_release(&n->sync.fresh);
+		node_resync_failed(n);
+		return;
+	}
+	if (!streq_ptr(fresh->desired, n->sync.model.desired) || !n->sync.model.desired_known)
+		log_fields(LOG_INFO, fresh->desired, NULL, "desired version '%s', local version '%s'",
+			   or_none(fresh->desired), or_none(n->run.local));
+	fleet_model_release(&n->sync.model);
+	n->sync.model = *fresh;
+	*fresh = (struct fleet_model){ 0 };
+	node_run_model_moved(n);
+	node_write_hiera(n);
+
+	if ((r = node_start_stream(n)) < 0) {
+		node_stop_watches(n);
+		node_resync_failed(n);
+		return;
+	}
+	if (!n->sync.synced) {
+		bool healthy = false;
+		n->sync.synced = true;
+		node_run_recover(n, &healthy);
+		node_catalog_recover(n, healthy);
+		if (!n->once)
+			(void)sd_notify(false, "READY=1");
+	}
+	n->sync.failures = 0;
+	node_schedule_evaluate(n);
+}
+
+/*
+ * Reads the model at one revision, in one request that does not block the
+ * loop: the keepalive, the watchdog, signals and hooks are served while a slow
+ * etcd answers, and the read is given the patience of a write rather than
+ * sent again at each request timeout (a fleet that lost its streams together
+ * would otherwise read the whole catalog again and again).  A read in flight
+ * is dropped for the new one (a reload that changed what the node follows).
+ */
+static int node_read_begin(struct node *n)
+{
+	_cleanup_(strv_freep) char **consumed = NULL;
+	int r;
+
+	fleet_call_cancel(n->sync.read);
+	n->sync.read = NULL;
+	fleet_model_release(&n->sync.fresh);
+	node_stop_watches(n);
+	if ((r = node_consumed(n, &consumed)) < 0 ||
+	    (r = fleet_model_init(&n->sync.fresh, n->fleet.prefix, n->host,
+				  n->opt.config->group, consumed)) < 0)
+		return r;
+	/* --once gives etcd its request timeout: cron waits behind it. */
+	return fleet_model_read_start(&n->fleet, &n->sync.fresh, n->once ? 0 : NODE_ETCD_PATIENCE_MS,
+				      node_on_model_read, n, &n->sync.read);
+}
+
+/* Registers (once, still a blocking request), then reads. */
+static int node_on_resync(sd_event_source *s, uint64_t usec, void *userdata)
+{
+	struct node *n = userdata;
+
+	node_timer_cancel(&n->sync.resync);
+	if (n->stopping)
+		return 0;
+	if ((!n->lease.registered && node_register(n) < 0) || node_read_begin(n) < 0)
+		node_resync_failed(n);
 	return 0;
 }
 
@@ -250,12 +266,15 @@ void node_sync_init(struct node *n)
 void node_sync_stop(struct node *n)
 {
 	node_timer_cancel(&n->sync.resync);
+	fleet_call_cancel(n->sync.read);
+	n->sync.read = NULL;
 }
 
 void node_sync_release(struct node *n)
 {
 	node_sync_stop(n);
 	node_stop_watches(n);
+	fleet_model_release(&n->sync.fresh);
 	fleet_model_release(&n->sync.model);
 }
 
