@@ -132,7 +132,7 @@ DAEMON_OBJS = \
 	orchestrate/hook/hook.o
 
 # Drivers that a shell test runs against the etcd it started (not by prove).
-ETCD_DRIVERS = tests/unit/test_etcd_settle
+ETCD_DRIVERS = tests/unit/test_etcd_settle tests/unit/test_etcd_snapshot
 
 # Every other tests/unit/test_*.c is a unit test that prove runs: a new one
 # needs no line here.
@@ -183,6 +183,10 @@ DEPFLAGS = -MMD -MP
 
 tests/unit/%: tests/unit/%.c liborchestrate.a
 	$(QUIET_LINK)$(CC) $(ALL_CFLAGS) $(DEPFLAGS) -Itests/unit -o $@ $< liborchestrate.a $(ALL_LDFLAGS) $(PKG_LIBS)
+
+# The snapshot driver writes from a second thread while it reads.
+tests/unit/test_etcd_snapshot: tests/unit/test_etcd_snapshot.c liborchestrate.a
+	$(QUIET_LINK)$(CC) $(ALL_CFLAGS) $(DEPFLAGS) -Itests/unit -pthread -o $@ $< liborchestrate.a $(ALL_LDFLAGS) $(PKG_LIBS)
 
 # The hook runner is daemon code, not in the library: its driver links it.
 tests/unit/test_hook: tests/unit/test_hook.c orchestrate/hook/hook.o liborchestrate.a
