@@ -92,6 +92,31 @@ test_expect_success '--once exits 1 when the run fails, without retrying' '
 	status_is o1 puppet failed
 '
 
+test_expect_success 'SIGTERM while etcd has not answered the first registration: stops at once' '
+	node_setup s5 &&
+	kill -STOP "$(cat "$ETCD_STATE/etcd/pid")" &&
+	(
+		orchestrated --config "$TRASH/s5/orchestrate.yaml" --etcd "$ETCD_URL" -v \
+			>>"$TRASH/s5/log" 2>&1 &
+		echo $! >"$TRASH/s5/pid"
+		wait $!
+		echo $? >"$TRASH/s5/exit"
+	) &
+	wait_for "test -s s5/pid" 5 &&
+	test_register_pid "$(node_pid s5)" &&
+	# past the first request'"'"'s spread: the grant waits on etcd
+	wait_for "grep -q \"first request to etcd\" s5/log" 5 &&
+	sleep 1.5 &&
+	test ! -s s5/exit &&
+	kill -TERM "$(node_pid s5)" &&
+	# a loop blocked on the request would answer after etcd.timeout (5 s)
+	wait_for "test -s s5/exit" 2 &&
+	kill -CONT "$(cat "$ETCD_STATE/etcd/pid")" &&
+	test "$(node_exit s5)" = 0 &&
+	! grep -q "registered as" s5/log
+'
+kill -CONT "$(cat "$ETCD_STATE/etcd/pid")" 2>/dev/null
+
 test_expect_success 'usage errors exit 64' '
 	test_expect_code 64 orchestrated --bogus 2>err &&
 	test_expect_code 64 orchestrated extra-arg 2>err &&

@@ -204,6 +204,10 @@ int etcd_txn_commit(struct etcd_client *c, struct etcd_txn *t, bool *ret_succeed
  * again deletes nothing): it is left as it is.
  */
 int etcd_txn_settle(struct etcd_txn *t, int64_t since);
+/* Both branches of the txn are a success (a write whose compare only chooses
+ * what to write): etcd_txn_commit_start() then reports a failed compare as
+ * applied, not -ECANCELED. */
+void etcd_txn_either_branch(struct etcd_txn *t);
 /* The newest revision of any reply this client has read (0 before one). */
 int64_t etcd_client_revision(const struct etcd_client *c);
 

@@ -406,6 +406,13 @@ int fleet_batch_commit_start(struct fleet_batch *b, long patience_ms, fleet_comm
  */
 int fleet_batch_applied_start(struct fleet_batch *b, long patience_ms, fleet_commit_fn fn,
 			      void *userdata, struct etcd_call **ret);
+/*
+ * fleet_register() without blocking: fn gets 0 and the revision, or the error.
+ * Its txn writes the same whichever branch holds, so a resend is harmless.
+ */
+int fleet_register_start(struct fleet *f, const char *host, const char *group,
+			 const char *version, long pid, int64_t lease, long patience_ms,
+			 fleet_commit_fn fn, void *userdata, struct etcd_call **ret);
 
 /* fleet_codec.c: the JSON value of available_services/SERVICE/HOST; -EINVAL for a bad name or
  * address.  A node compares it with what it published to write only changes. */

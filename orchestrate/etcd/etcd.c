@@ -1001,6 +1001,7 @@ struct etcd_txn {
 	char *witness_key, *witness_value;
 	int64_t since;			/* etcd_txn_settle()'s */
 	bool settled;
+	bool either;			/* etcd_txn_either_branch() */
 };
 
 struct etcd_txn *etcd_txn_new(void)
@@ -1148,6 +1149,16 @@ int etcd_txn_settle(struct etcd_txn *t, int64_t since)
 const cJSON *etcd_txn_body(const struct etcd_txn *t)
 {
 	return t->body;
+}
+
+void etcd_txn_either_branch(struct etcd_txn *t)
+{
+	t->either = true;
+}
+
+bool etcd_txn_is_either(const struct etcd_txn *t)
+{
+	return t->either;
 }
 
 const char *etcd_txn_witness(const struct etcd_txn *t)

@@ -48,6 +48,7 @@ struct etcd_call {
 	sd_event_source *deadline_timer;	/* which this enforces */
 	char *witness;			/* a settled txn's (etcd_txn_witness) */
 	struct etcd_snapshot *snapshot;	/* a snapshot read's ranges and lists */
+	bool either;			/* a txn whose failure branch is a success too */
 	int64_t since;			/* ...and its etcd_txn_settle() revision */
 	etcd_value_fn fn;
 	void *userdata;
@@ -373,7 +374,7 @@ static int call_decode_txn(struct etcd_call *call, const cJSON *reply, int64_t *
 	int r = etcd_decode_txn(call->c, reply, call->witness, &succeeded, ret);
 	if (r < 0)
 		return r;
-	return succeeded ? 0 : -ECANCELED;
+	return succeeded || call->either ? 0 : -ECANCELED;
 }
 
 static int call_decode_applied(struct etcd_call *call, const cJSON *reply, int64_t *ret)
@@ -421,10 +422,14 @@ int etcd_txn_commit_start(struct etcd_client *c, const struct etcd_txn *t, long 
 			  etcd_value_fn fn, void *userdata, struct etcd_call **ret)
 {
 	char *body = cJSON_PrintUnformatted(etcd_txn_body(t));
+	int r;
 	if (!body)
 		return -ENOMEM;
-	return call_start(c, "/v3/kv/txn", body, timeout_ms, call_decode_txn, etcd_txn_witness(t),
-			  fn, userdata, ret);
+	if ((r = call_start(c, "/v3/kv/txn", body, timeout_ms, call_decode_txn,
+			    etcd_txn_witness(t), fn, userdata, ret)) < 0)
+		return r;
+	(*ret)->either = etcd_txn_is_either(t);
+	return 0;
 }
 
 /* --- snapshot reads ---------------------------------------------------------- */

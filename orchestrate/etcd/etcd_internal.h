@@ -137,6 +137,7 @@ int etcd_decode_applied(struct etcd_client *c, const cJSON *reply, const char *w
 /* The body of a txn and, when settled, its witness's value (NULL if not). */
 const cJSON *etcd_txn_body(const struct etcd_txn *t);
 const char *etcd_txn_witness(const struct etcd_txn *t);
+bool etcd_txn_is_either(const struct etcd_txn *t);
 
 /* Maps a gateway error object ({"error","message","code"} for unary calls, or
  * {"grpc_code","message"} inside a stream) to an error code, recording the

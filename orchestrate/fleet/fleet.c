@@ -427,8 +427,14 @@ int fleet_get_status(struct fleet *f, const char *host, enum status_type type,
 
 /* --- registration ---------------------------------------------------------------- */
 
-int fleet_register(struct fleet *f, const char *host, const char *group, const char *version,
-		   long pid, int64_t lease)
+/*
+ * The registration's txn.  When the host is already provisioned its key is
+ * left alone (the failure branch writes it): rewriting it at every start would
+ * make its "time" say nothing.  Both branches put alive and the group, so that
+ * either is a success and a resend writes the same again.
+ */
+static int register_txn(struct fleet *f, const char *host, const char *group, const char *version,
+			long pid, int64_t lease, struct etcd_txn **ret)
 {
 	if (!name_ok(host) || !optional_name_ok(group) || !optional_name_ok(version))
 		return -EINVAL;
@@ -446,12 +452,6 @@ int fleet_register(struct fleet *f, const char *host, const char *group, const c
 	if ((r = alive_value(version, pid, &alive)) < 0 ||
 	    (r = status_value(version, 0, NULL, &ok_value)) < 0)
 		return r;
-
-	/*
-	 * When the host is already provisioned its key is left alone (the failure
-	 * branch writes it): rewriting it at every start would make its "time" say
-	 * nothing.  Both branches put alive and the group.
-	 */
 	r = etcd_txn_if_version(t, ok_key, ETCD_CMP_GREATER, 0);
 	if (r < 0)
 		return r;
@@ -473,7 +473,30 @@ int fleet_register(struct fleet *f, const char *host, const char *group, const c
 		if ((r = etcd_txn_delete(t, false, key)) < 0)
 			return r;
 	}
+	etcd_txn_either_branch(t);
+	*ret = TAKE_PTR(t);
+	return 0;
+}
+
+int fleet_register(struct fleet *f, const char *host, const char *group, const char *version,
+		   long pid, int64_t lease)
+{
+	_cleanup_(etcd_txn_freep) struct etcd_txn *t = NULL;
+	int r = register_txn(f, host, group, version, pid, lease, &t);
+	if (r < 0)
+		return r;
 	return written(etcd_txn_commit(f->etcd, t, NULL, NULL));
+}
+
+int fleet_register_start(struct fleet *f, const char *host, const char *group,
+			 const char *version, long pid, int64_t lease, long patience_ms,
+			 fleet_commit_fn fn, void *userdata, struct etcd_call **ret)
+{
+	_cleanup_(etcd_txn_freep) struct etcd_txn *t = NULL;
+	int r = register_txn(f, host, group, version, pid, lease, &t);
+	if (r < 0)
+		return r;
+	return etcd_txn_commit_start(f->etcd, t, patience_ms, fn, userdata, ret);
 }
 
 int fleet_provision(struct fleet *f, const char *host)

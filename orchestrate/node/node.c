@@ -13,8 +13,9 @@
  * slot's queueing, puppet/pending, a run's start and its end (node_write.c:
  * one at a time, patient, settled so that a resend never writes twice; the
  * node decides nothing while one is in flight), the holder's release, the
- * services' publication, the automatic promote.  What is left blocks the
- * loop: the rarer writes (a halt, the first registration, a dead holder's record, an
+ * services' publication, the automatic promote.  The registration and
+ * the model's read do not block either (node_lease.c, node_sync.c).  What is
+ * left blocks the loop: the rarer writes (a halt, a dead holder's record, an
  * interrupted run's status at start and at stop) and the reads a decision
  * needs beyond the model (max_percent's and max_fail_percent's alive count,
  * an earlier group's progress, a dependency's entries at the decision's

@@ -73,6 +73,9 @@ struct node_lease {
 	bool keys_lost;			/* a new lease whose keys are not all put */
 	bool expired;			/* ...and etcd no longer knows that lease */
 	bool reregistering;		/* the leased keys' write is in flight */
+	struct etcd_call *register_call; /* the first registration's txn in flight */
+	/* the first registration is in flight: who waits for its end */
+	void (*register_done)(struct node *n, int error);
 	sd_event_source *keepalive;	/* the next keepalive's timer */
 	struct etcd_call *keepalive_call; /* the keepalive in flight, or NULL */
 	uint64_t keepalive_sent;	/* when it was sent (CLOCK_MONOTONIC usec) */
@@ -278,7 +281,8 @@ void node_write_abandon(struct node *n);
 void node_write_stop(struct node *n);
 
 /* node_lease.c */
-int node_register(struct node *n);
+/* The first registration, asynchronous: done(n, 0 or the error) at its end. */
+int node_register_begin(struct node *n, node_write_fn done);
 /* Stops the keepalive (its timer and any call in flight). */
 void node_keepalive_stop(struct node *n);
 /* Sends a keepalive now on the node's current client (after a reconnect). */

@@ -116,60 +116,107 @@ static int node_batch_leased_keys(struct node *n, struct fleet_batch *b)
 	return 0;
 }
 
-/*
- * Puts every leased key this node owns.  At start: alive with the provisioned
- * status and the group (one txn in fleet_register; those two are not leased),
- * then one batch with its services, its running_version and its rollout
- * holder.  After a lost lease only the leased keys are gone: alive goes back
- * in that same batch, one txn in all, so a fleet that lost its leases together
- * (an etcd that stalled past the TTL) comes back at one write per node; that
- * one goes out asynchronously (node_lease_regrant).
- */
-static int node_put_leased_keys(struct node *n)
+/* The first registration ended: done is told, and from now on the lease is
+ * kept alive. */
+static void node_register_end(struct node *n, int r)
 {
-	const struct config *cfg = n->opt.config;
-	_cleanup_(fleet_batch_freep) struct fleet_batch *b = NULL;
-	int r;
+	node_write_fn done = n->lease.register_done;
 
-	if (!n->lease.registered &&
-	    (r = fleet_register(&n->fleet, n->host, cfg->group, n->run.local, (long)getpid(),
-				n->lease.id)) < 0)
-		return r;
-	if ((r = fleet_batch_new(&n->fleet, &b)) < 0 || (r = node_batch_leased_keys(n, b)) < 0)
-		return r;
-	r = fleet_batch_commit(b, NULL);
-	if (r < 0) {
-		node_services_forget_pending(n);
-		return r;
+	if (!done)
+		return;		/* stopped meanwhile (node_keepalive_stop) */
+	n->lease.register_done = NULL;
+	if (r >= 0) {
+		n->lease.registered = true;
+		log_info("registered as '%s' with lease %llx (ttl %ld s)", n->host,
+			 (unsigned long long)n->lease.id, n->lease.ttl);
+		if (!n->once &&
+		    (r = node_timer_arm_exact(n, &n->lease.keepalive,
+					      node_on_second(node_keepalive_first(n)),
+					      node_on_keepalive)) < 0)
+			log_warnx("cannot arm the keepalive timer: the lease will expire");
 	}
-	struct node_services put = node_services_take_staged(n);
-	node_services_committed(n, &put);
-	node_services_release(&put);
-	return 0;
+	done(n, r < 0 ? r : 0);
 }
 
-int node_register(struct node *n)
+/* Every leased key is in etcd: its services, its running_version, its
+ * rollout holder and alive again. */
+static void node_on_first_keys(struct node *n, int r)
 {
-	long ttl = n->once ? n->opt.config->once_ttl : n->opt.config->lease_ttl;
-	uint64_t asked = node_now(n);
-	int64_t lease;
+	node_register_end(n, r);
+}
+
+/* alive, the group and the provisioned status are in etcd: then every leased
+ * key, in one write through the write queue (patient, settled). */
+static void node_on_register_txn(int error, int64_t revision, void *userdata)
+{
+	struct node *n = userdata;
+	struct fleet_batch *b = NULL;
 	int r;
 
-	r = fleet_lease_grant(&n->fleet, ttl, &lease);
-	if (r < 0)
-		return r;
+	n->lease.register_call = NULL;
+	if (error < 0) {
+		node_register_end(n, error);
+		return;
+	}
+	if ((r = fleet_batch_new(&n->fleet, &b)) < 0 || (r = node_batch_leased_keys(n, b)) < 0) {
+		fleet_batch_free(b);
+		node_services_forget_pending(n);
+		node_register_end(n, r);
+		return;
+	}
+	r = node_write_begin(n, b, "the registration's keys", node_on_first_keys);
+	if (r != 0)
+		node_register_end(n, r < 0 ? r : 0);
+}
+
+static long node_register_patience(struct node *n)
+{
+	/* --once gives etcd its request timeout: cron waits behind it. */
+	return n->once ? 0 : NODE_ETCD_PATIENCE_MS;
+}
+
+static void node_on_first_grant(int error, int64_t lease, void *userdata)
+{
+	struct node *n = userdata;
+	const struct config *cfg = n->opt.config;
+	int r;
+
+	n->lease.keepalive_call = NULL;
+	if (error < 0) {
+		node_register_end(n, error);
+		return;
+	}
 	n->lease.id = lease;
-	n->lease.ttl = ttl;
-	n->lease.refreshed = asked;
-	r = node_put_leased_keys(n);
+	n->lease.ttl = n->once ? cfg->once_ttl : cfg->lease_ttl;
+	n->lease.refreshed = n->lease.keepalive_sent;
+	r = fleet_register_start(&n->fleet, n->host, cfg->group, n->run.local, (long)getpid(),
+				 lease, node_register_patience(n), node_on_register_txn, n,
+				 &n->lease.register_call);
+	if (r < 0)
+		node_register_end(n, r);
+}
+
+/*
+ * The first registration, without blocking the loop: a lease; then one txn
+ * with alive under it, the group and the provisioned status (those two are
+ * not leased); then one batch with every leased key (its services, its
+ * running_version, its rollout holder, alive again).  Each waits with a
+ * write's patience rather than being given up at the request timeout and
+ * sent again: a fleet started together must not multiply its first writes.
+ */
+int node_register_begin(struct node *n, node_write_fn done)
+{
+	long ttl = n->once ? n->opt.config->once_ttl : n->opt.config->lease_ttl;
+	int r;
+
+	if (n->lease.register_done)
+		return 0;	/* in flight: its end tells the first caller */
+	n->lease.keepalive_sent = node_now(n);
+	r = fleet_lease_grant_start(&n->fleet, ttl, node_register_patience(n), node_on_first_grant,
+				    n, &n->lease.keepalive_call);
 	if (r < 0)
 		return r;
-	n->lease.registered = true;
-	log_info("registered as '%s' with lease %llx (ttl %ld s)", n->host,
-		 (unsigned long long)lease, ttl);
-	if (!n->once)
-		return node_timer_arm_exact(n, &n->lease.keepalive,
-					    node_on_second(node_keepalive_first(n)), node_on_keepalive);
+	n->lease.register_done = done;
 	return 0;
 }
 
@@ -372,6 +419,9 @@ void node_keepalive_stop(struct node *n)
 	node_timer_cancel(&n->lease.keepalive);
 	fleet_call_cancel(n->lease.keepalive_call);
 	n->lease.keepalive_call = NULL;
+	fleet_call_cancel(n->lease.register_call);
+	n->lease.register_call = NULL;
+	n->lease.register_done = NULL;
 }
 
 void node_keepalive_restart(struct node *n)

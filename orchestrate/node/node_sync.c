@@ -238,15 +238,26 @@ static int node_read_begin(struct node *n)
 				      node_on_model_read, n, &n->sync.read);
 }
 
-/* Registers (once, still a blocking request), then reads. */
+/* The first registration ended: the read follows. */
+static void node_on_registered(struct node *n, int r)
+{
+	if (n->stopping)
+		return;
+	if (r < 0 || node_read_begin(n) < 0)
+		node_resync_failed(n);
+}
+
+/* Registers (once), then reads; neither blocks the loop. */
 static int node_on_resync(sd_event_source *s, uint64_t usec, void *userdata)
 {
 	struct node *n = userdata;
+	int r;
 
 	node_timer_cancel(&n->sync.resync);
 	if (n->stopping)
 		return 0;
-	if ((!n->lease.registered && node_register(n) < 0) || node_read_begin(n) < 0)
+	r = n->lease.registered ? node_read_begin(n) : node_register_begin(n, node_on_registered);
+	if (r < 0)
 		node_resync_failed(n);
 	return 0;
 }
