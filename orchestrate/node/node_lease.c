@@ -116,8 +116,8 @@ static int node_batch_leased_keys(struct node *n, struct fleet_batch *b)
 	return 0;
 }
 
-/* The first registration ended: done is told, and from now on the lease is
- * kept alive. */
+/* The first registration ended: done is told.  A failed one leaves its
+ * lease to expire (the next try grants its own) and stops renewing it. */
 static void node_register_end(struct node *n, int r)
 {
 	node_write_fn done = n->lease.register_done;
@@ -125,15 +125,16 @@ static void node_register_end(struct node *n, int r)
 	if (!done)
 		return;		/* stopped meanwhile (node_keepalive_stop) */
 	n->lease.register_done = NULL;
+	n->lease.reregistering = false;
 	if (r >= 0) {
 		n->lease.registered = true;
 		log_info("registered as '%s' with lease %llx (ttl %ld s)", n->host,
 			 (unsigned long long)n->lease.id, n->lease.ttl);
-		if (!n->once &&
-		    (r = node_timer_arm_exact(n, &n->lease.keepalive,
-					      node_on_second(node_keepalive_first(n)),
-					      node_on_keepalive)) < 0)
-			log_warnx("cannot arm the keepalive timer: the lease will expire");
+	} else {
+		node_timer_cancel(&n->lease.keepalive);
+		fleet_call_cancel(n->lease.keepalive_call);
+		n->lease.keepalive_call = NULL;
+		n->lease.expired = false;
 	}
 	done(n, r < 0 ? r : 0);
 }
@@ -189,6 +190,13 @@ static void node_on_first_grant(int error, int64_t lease, void *userdata)
 	n->lease.id = lease;
 	n->lease.ttl = n->once ? cfg->once_ttl : cfg->lease_ttl;
 	n->lease.refreshed = n->lease.keepalive_sent;
+	/* Kept alive from now on, while its keys are being put: a slow etcd
+	 * may take longer than the TTL over them.  Its keys' write is in
+	 * flight (reregistering): a renewal that finds the lease gone only
+	 * marks it, and the write's failure starts the registration over. */
+	n->lease.reregistering = true;
+	if (!n->once)
+		node_renewal_arm(n, node_keepalive_first(n));
 	r = fleet_register_start(&n->fleet, n->host, cfg->group, n->run.local, (long)getpid(),
 				 lease, node_register_patience(n), node_on_register_txn, n,
 				 &n->lease.register_call);
