@@ -16,11 +16,17 @@
 #                                      an etcd slower than the request timeout
 #   ETCD_STOP=10 bench/daemons.sh      etcd stopped (SIGSTOP) for 10 s, 1 s into
 #                                      each trigger (ETCD_STOP_AFTER)
+#   START_CPU=10 bench/daemons.sh      etcd held to 10 % of one core while the
+#                                      daemons start together (a site back from a
+#                                      power loss on a busy etcd)
 #   WARM=0 bench/daemons.sh            no warm-up trigger: the first measured one
 #                                      is every daemon's first run (a first boot:
 #                                      each publishes its services)
 #
 # Measures:
+#   - the start of all daemons at once: time until every one is registered and
+#     until every one has read the fleet, etcd requests and CPU per daemon, and
+#     the registrations and reads the daemons logged as failed;
 #   - idle memory of one daemon: VmRSS, and its anonymous (private) part;
 #   - etcd requests per idle daemon per minute, by method, from etcd's own
 #     grpc_server_started_total counters over IDLE_SECONDS (default 60), and
@@ -80,55 +86,6 @@ svc=
 # CONSUMES="db" (node.consumes, the large-fleet setting): each daemon renders
 # only those services; unset, the whole catalog.
 [ -n "$consumes" ] && svc="$svc, consumes: [$consumes]"
-echo "starting $daemons daemons on one etcd${svc:+ (each offers web)}..."
-daemon_pids=()
-for i in $(seq -w 1 "$daemons"); do
-	d=$work/n$i
-	mkdir -p "$d"
-	cat >"$d/o.yaml" <<EOF
-node: {hostname: n$i, addresses: {eth0: 192.0.2.1}, profile_list: $d/pl.txt$svc}
-paths: {local_version: $d/cv, hiera_services: $d/s.yaml, state_dir: $d/st}
-hooks: {config: $work/config, validate: /bin/true, services: /bin/true}
-timing: {lease_ttl: ${LEASE_TTL:-30}, splay: ${SPLAY:-0}, quiet: 0.5, quiet_max: 2}
-EOF
-	orchestrated --config "$d/o.yaml" >"$d/log" 2>&1 &
-	pids+=($!)
-	daemon_pids+=($!)
-done
-DAEMON_PIDS=("${daemon_pids[@]}")	# bench_trigger: the daemons' own CPU
-for _ in $(seq 300); do
-	[ "$(etcdctl_ get --prefix /alive/ --keys-only | grep -c .)" -ge "$daemons" ] && break
-	sleep 0.2
-done
-sleep 2
-
-median_of() { sort -n | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}'; }
-rss=$(for p in "${daemon_pids[@]}"; do awk '/^VmRSS/{print $2}' "/proc/$p/status"; done | median_of)
-anon=$(for p in "${daemon_pids[@]}"; do awk '/^RssAnon/{print $2}' "/proc/$p/status"; done | median_of)
-pss=$(for p in "${daemon_pids[@]}"; do awk '/^Pss:/{print $2}' "/proc/$p/smaps_rollup"; done | median_of)
-echo
-echo "idle memory of one daemon (median of $daemons): VmRSS ${rss} KiB, of which anonymous ${anon} KiB;"
-echo "  PSS ${pss} KiB (shared library pages, mostly OpenSSL and libcurl, divided among the daemons)"
-
-etcd_requests "$work/m1"
-c0=$(etcd_cpu_ms "${ETCD_PIDS[@]}")
-s0=$(now_ms)
-echo "counting etcd requests for ${idle_seconds} s of idleness..."
-sleep "$idle_seconds"
-etcd_requests "$work/m2"
-c1=$(etcd_cpu_ms "${ETCD_PIDS[@]}")
-s1=$(now_ms)
-echo "etcd requests per idle daemon per minute, by method:"
-etcd_requests_diff "$work/m1" "$work/m2" "$daemons" "$(awk -v w="$((s1 - s0))" 'BEGIN { print w / 60000 }')" |
-	awk '{ printf "  %-20s %.2f\n", $1, $2 }'
-export BT_IDLE_CPU_RATE
-BT_IDLE_CPU_RATE=$(awk -v c="$((c1 - c0))" -v w="$((s1 - s0))" 'BEGIN { printf "%.3f", c / (w / 1000) }')
-awk -v r="$BT_IDLE_CPU_RATE" -v b="$base_rate" -v n="$daemons" 'BEGIN { c = r - b; if (c < 0) c = 0
-	printf "etcd CPU per idle daemon per minute: %.2f ms (etcd alone: %.1f ms/s)\n", c * 60 / n, b }'
-echo "watch streams per daemon: $(etcd_gauge etcd_debugging_mvcc_watch_stream_total | awk -v n="$daemons" \
-	'{ printf "%.2f", $1 / n }'), watchers per daemon: $(etcd_gauge etcd_debugging_mvcc_watcher_total |
-	awk -v n="$daemons" '{ printf "%.2f", $1 / n }')"
-
 # etcd_cpu_limit PERCENT — moves etcd into a cpu cgroup of its own held to
 # PERCENT of one core (cgroup v2's cpu.max, else v1's cfs quota); undone at exit.
 cpu_cgroup=
@@ -159,6 +116,85 @@ etcd_cpu_unlimit() {
 	rmdir "$cpu_cgroup" 2>/dev/null || true
 	cpu_cgroup=
 }
+
+echo "starting $daemons daemons on one etcd${svc:+ (each offers web)}..."
+start_cpu=${START_CPU-}
+if [ -n "$start_cpu" ]; then
+	etcd_cpu_limit "$start_cpu"
+	echo "  etcd is held to $start_cpu % of one core while they start"
+fi
+etcd_requests "$work/start0"
+start_c0=$(etcd_cpu_ms "${ETCD_PIDS[@]}")
+start_t0=$(now_ms)
+daemon_pids=()
+for i in $(seq -w 1 "$daemons"); do
+	d=$work/n$i
+	mkdir -p "$d"
+	cat >"$d/o.yaml" <<EOF
+node: {hostname: n$i, addresses: {eth0: 192.0.2.1}, profile_list: $d/pl.txt$svc}
+paths: {local_version: $d/cv, hiera_services: $d/s.yaml, state_dir: $d/st}
+hooks: {config: $work/config, validate: /bin/true, services: /bin/true}
+timing: {lease_ttl: ${LEASE_TTL:-30}, splay: ${SPLAY:-0}, quiet: 0.5, quiet_max: 2}
+EOF
+	orchestrated --config "$d/o.yaml" >"$d/log" 2>&1 &
+	pids+=($!)
+	daemon_pids+=($!)
+done
+DAEMON_PIDS=("${daemon_pids[@]}")	# bench_trigger: the daemons' own CPU
+# Registered: alive/HOST is there; synced: the daemon logged its first view of
+# the desired version (it does so once the read ended).
+registered_ms= synced_ms=
+for _ in $(seq "$(( ${START_TIMEOUT:-300} * 5 ))"); do
+	if [ -z "$registered_ms" ] &&
+		[ "$(etcdctl_ get --prefix /alive/ --keys-only 2>/dev/null | grep -c .)" -ge "$daemons" ]; then
+		registered_ms=$(( $(now_ms) - start_t0 ))
+	fi
+	if [ -n "$registered_ms" ] &&
+		[ "$(grep -l "desired version" "$work"/n*/log 2>/dev/null | wc -l)" -ge "$daemons" ]; then
+		synced_ms=$(( $(now_ms) - start_t0 ))
+		break
+	fi
+	sleep 0.2
+done
+etcd_requests "$work/start1"
+start_c1=$(etcd_cpu_ms "${ETCD_PIDS[@]}")
+etcd_cpu_unlimit
+echo "start: all registered after ${registered_ms:-(not all)} ms, all synced after ${synced_ms:-(not all)} ms"
+echo "  etcd per daemon: $(etcd_requests_sum "$work/start0" "$work/start1" "LeaseRenewal|LeaseKeepAlive" |
+	awk -v n="$daemons" '{ printf "%.2f", $1 / n }') requests, $(awk -v c="$((start_c1 - start_c0))" \
+	-v n="$daemons" 'BEGIN { printf "%.2f", c / n }') ms CPU; by method:$(
+	etcd_requests_diff "$work/start0" "$work/start1" "$daemons" 1 | awk '{ printf " %s %.2f", $1, $2 }')"
+echo "  from the daemons' logs: registrations failed $(cat "$work"/n*/log | grep -c "registration failed" || true),"\
+" syncs failed $(cat "$work"/n*/log | grep -c "sync failed" || true),"\
+" leases lost $(cat "$work"/n*/log | grep -c "is gone, granting" || true)"
+sleep 2
+
+median_of() { sort -n | awk '{a[NR]=$1} END{print a[int((NR+1)/2)]}'; }
+rss=$(for p in "${daemon_pids[@]}"; do awk '/^VmRSS/{print $2}' "/proc/$p/status"; done | median_of)
+anon=$(for p in "${daemon_pids[@]}"; do awk '/^RssAnon/{print $2}' "/proc/$p/status"; done | median_of)
+pss=$(for p in "${daemon_pids[@]}"; do awk '/^Pss:/{print $2}' "/proc/$p/smaps_rollup"; done | median_of)
+echo
+echo "idle memory of one daemon (median of $daemons): VmRSS ${rss} KiB, of which anonymous ${anon} KiB;"
+echo "  PSS ${pss} KiB (shared library pages, mostly OpenSSL and libcurl, divided among the daemons)"
+
+etcd_requests "$work/m1"
+c0=$(etcd_cpu_ms "${ETCD_PIDS[@]}")
+s0=$(now_ms)
+echo "counting etcd requests for ${idle_seconds} s of idleness..."
+sleep "$idle_seconds"
+etcd_requests "$work/m2"
+c1=$(etcd_cpu_ms "${ETCD_PIDS[@]}")
+s1=$(now_ms)
+echo "etcd requests per idle daemon per minute, by method:"
+etcd_requests_diff "$work/m1" "$work/m2" "$daemons" "$(awk -v w="$((s1 - s0))" 'BEGIN { print w / 60000 }')" |
+	awk '{ printf "  %-20s %.2f\n", $1, $2 }'
+export BT_IDLE_CPU_RATE
+BT_IDLE_CPU_RATE=$(awk -v c="$((c1 - c0))" -v w="$((s1 - s0))" 'BEGIN { printf "%.3f", c / (w / 1000) }')
+awk -v r="$BT_IDLE_CPU_RATE" -v b="$base_rate" -v n="$daemons" 'BEGIN { c = r - b; if (c < 0) c = 0
+	printf "etcd CPU per idle daemon per minute: %.2f ms (etcd alone: %.1f ms/s)\n", c * 60 / n, b }'
+echo "watch streams per daemon: $(etcd_gauge etcd_debugging_mvcc_watch_stream_total | awk -v n="$daemons" \
+	'{ printf "%.2f", $1 / n }'), watchers per daemon: $(etcd_gauge etcd_debugging_mvcc_watcher_total |
+	awk -v n="$daemons" '{ printf "%.2f", $1 / n }')"
 
 # log_counts — what the daemons logged so far: keepalives failed, leases lost,
 # sync retries, full re-reads, run writes sent again, run writes without an
