@@ -249,6 +249,7 @@ if [ -n "$policy" ]; then
 fi
 echo "trigger -> config hook start, and -> at the version, $daemons daemons, policy ${policy:-none}, splay ${SPLAY:-0} s (ms):"
 printf '  %-8s %8s %8s %8s %8s %8s %10s\n' version started p50 p99 max at all_at_ms
+: >"$work/per-trigger"
 for t in $(seq 1 "$triggers"); do
 	v=bench$t
 	bench_trigger "$v" "$daemons" "$work/t$t"
