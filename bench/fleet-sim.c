@@ -7,8 +7,11 @@
  * --etcd.  What it costs etcd is therefore what a real node costs etcd; only the
  * hooks are stand-ins, and the process, not the machine, is shared.
  *
- * Threads.  A node's unary etcd requests are blocking calls on its loop, so one
- * loop carrying thousands of nodes would serve them one after the other.  T
+ * Threads.  A node's registration, its reads of the fleet, its keepalive and
+ * the writes a trigger makes run on its client's multi handle, but a few rarer
+ * requests (a halt, a dead holder's record, max_percent's reads) still block
+ * its loop, and one loop carrying thousands of nodes would serve those one
+ * after the other.  T
  * worker threads (--threads) each run their own sd-event loop (sd_event_new,
  * never the per-thread default) with N/T nodes; a node is created, driven and
  * freed on its worker's thread only.  Everything process-wide is set up in
