@@ -5,7 +5,7 @@
  * A node acts on four parts of the key space: the desired version, the pauses,
  * the rollout (policy and slot holders) and the service catalog (all of it, or
  * only the services it consumes).  The model reads them once at one revision
- * (fleet_model_read), names the ranges to watch from the next revision on
+ * (fleet_model_read_start), names the ranges to watch from the next revision on
  * (fleet_model_ranges: one stream carries them all), and applies every watch
  * event to memory (fleet_model_apply).  So a node never reads etcd on the
  * trigger path: every decision is made from the model, at the revision of the
@@ -18,7 +18,7 @@
  * decode is taken as the most careful one (max_parallel 1).
  *
  * This is fleet-layer code: it knows the key layout, talks to etcd only in
- * fleet_model_read() and fleet_model_read_start(), and neither logs nor exits.
+ * fleet_model_read_start(), and neither logs nor exits.
  */
 #ifndef ORCHESTRATE_FLEET_MODEL_H
 #define ORCHESTRATE_FLEET_MODEL_H
@@ -85,6 +85,11 @@ struct fleet_model {
 	struct etcd_kv halted;		/* rollout/halted; key NULL: none */
 	struct etcd_kv promoted;	/* rollout/promoted; key NULL: none */
 	struct catalog catalog;		/* sorted; only the consumed services */
+	/* This host's own puppet and validation status as the read found them
+	 * (STATE_INVALID: none; the newest when several are set, which only
+	 * happens by hand).  The stream does not follow them: the node itself
+	 * writes them. */
+	enum status_state own_puppet, own_validation;
 
 	/* Who waits for fleet_model_read_start(). */
 	fleet_model_read_fn read_fn;
@@ -100,11 +105,10 @@ int fleet_model_init(struct fleet_model *m, const char *P, const char *host, con
 		     char *const *consumed);
 void fleet_model_release(struct fleet_model *m);
 
-/* Reads everything the model holds at one revision (replacing what it held). */
-int fleet_model_read(struct fleet *f, struct fleet_model *m);
 /*
- * The same read without blocking the loop, in one request (etcd_snapshot_start:
- * a txn of every range; a catalog longer than a page goes on in pages).  fn
+ * Reads everything the model holds at one revision (replacing what it held),
+ * without blocking the loop, in one request (etcd_snapshot_start: a txn of
+ * every range; a catalog longer than a page goes on in pages).  fn
  * runs from the loop with 0 once m holds the new view, or with an error (m
  * then holds what it held).  m must live until then; *ret is the read in
  * flight, for fleet_call_cancel(), until fn runs.

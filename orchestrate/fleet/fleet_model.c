@@ -17,7 +17,9 @@
 #include "base/cleanup.h"
 #include "fleet/fleet_model.h"
 #include "fleet/schema.h"
+#include "base/json.h"
 #include "base/strv.h"
+#include "fleet_internal.h"
 
 /* --- small helpers --------------------------------------------------------------- */
 
@@ -158,7 +160,8 @@ int fleet_model_init(struct fleet_model *m, const char *P, const char *host, con
 {
 	int r;
 
-	*m = (struct fleet_model){ .catalog = CATALOG_INIT };
+	*m = (struct fleet_model){ .catalog = CATALOG_INIT, .own_puppet = STATE_INVALID,
+				   .own_validation = STATE_INVALID };
 	if ((r = model_fill(m, P, host, group, consumed)) < 0)
 		fleet_model_release(m);
 	return r;
@@ -471,40 +474,48 @@ static int model_load(struct fleet_model *m, struct etcd_kv *version, struct etc
 	return 0;
 }
 
-int fleet_model_read(struct fleet *f, struct fleet_model *m)
-{
-	_cleanup_(etcd_kv_releasep) struct etcd_kv version_kv = { 0 };
-	_cleanup_(etcd_kv_list_releasep) struct etcd_kv_list pauses = ETCD_KV_LIST_INIT;
-	_cleanup_(etcd_kv_list_releasep) struct etcd_kv_list rollout = ETCD_KV_LIST_INIT;
-	_cleanup_(catalog_releasep) struct catalog cat = CATALOG_INIT;
-	int64_t revision = 0;
-	int r;
+/*
+ * The snapshot's ranges, in this order: current_version, pause/, rollout/,
+ * this host's own status keys (one per allowed state of puppet, then of
+ * validation: exactly the keys, all a per-host identity may read of them),
+ * then the catalog (whole, or one range per consumed service).
+ */
+enum { READ_VERSION, READ_PAUSES, READ_ROLLOUT, READ_STATUS };
+static const enum status_type own_types[] = { STATUS_PUPPET, STATUS_VALIDATION };
 
-	/* current_version's own mod revision is the rollout's trigger. */
-	r = etcd_get(f->etcd, m->k_version, &version_kv, &revision);
-	if (r < 0)
-		return r;
-	if ((r = etcd_get_prefix(f->etcd, m->k_pause_dir, 0, revision, &pauses)) < 0 ||
-	    (r = etcd_get_prefix(f->etcd, m->k_rollout_dir, 0, revision, &rollout)) < 0)
-		return r;
-	if (!m->consumed) {
-		if ((r = fleet_read_catalog(f, revision, &cat)) < 0)
-			return r;
-	} else {
-		for (size_t i = 0; m->k_service_dirs[i]; i++) {
-			_cleanup_(etcd_kv_list_releasep) struct etcd_kv_list kvs = ETCD_KV_LIST_INIT;
-			if ((r = etcd_get_prefix(f->etcd, m->k_service_dirs[i], 0, revision, &kvs)) < 0 ||
-			    (r = catalog_from_kvs(&kvs, m->k_services_dir, &cat)) < 0)
-				return r;
-		}
-		catalog_sort(&cat);
-	}
-	return model_load(m, &version_kv, &pauses, &rollout, &cat, revision);
+static size_t own_status_keys(void)
+{
+	size_t n = 0;
+	for (size_t t = 0; t < ELEMENTSOF(own_types); t++)
+		for (int s = 0; s < _STATE_MAX; s++)
+			n += status_state_allowed(own_types[t], (enum status_state)s);
+	return n;
 }
 
-/* The snapshot's ranges, in this order: current_version, pause/, rollout/,
- * then the catalog (whole, or one range per consumed service). */
-enum { READ_VERSION, READ_PAUSES, READ_ROLLOUT, READ_CATALOG };
+/* The state of one type among its keys' lists from *next on (advanced past
+ * them): the one set, or the newest by its "time" when several are (only by
+ * hand); STATE_INVALID when none is. */
+static enum status_state own_status_of(enum status_type type, const struct etcd_kv_list *lists,
+				       size_t *next)
+{
+	enum status_state found = STATE_INVALID;
+	int64_t found_time = -1;
+
+	for (int s = 0; s < _STATE_MAX; s++) {
+		if (!status_state_allowed(type, (enum status_state)s))
+			continue;
+		const struct etcd_kv_list *l = &lists[(*next)++];
+		if (l->n != 1)
+			continue;
+		_cleanup_(cJSON_Deletep) cJSON *obj = kv_json_object(&l->kvs[0]);
+		int64_t t = obj ? json_get_int(obj, "time") : 0;
+		if (t > found_time) {
+			found = (enum status_state)s;
+			found_time = t;
+		}
+	}
+	return found;
+}
 
 static void model_on_snapshot(int error, struct etcd_kv_list *lists, size_t n, int64_t revision,
 			      void *userdata)
@@ -512,18 +523,28 @@ static void model_on_snapshot(int error, struct etcd_kv_list *lists, size_t n, i
 	struct fleet_model *m = userdata;
 	_cleanup_(etcd_kv_releasep) struct etcd_kv version = { 0 };
 	_cleanup_(catalog_releasep) struct catalog cat = CATALOG_INIT;
+	size_t next = READ_STATUS;
+	enum status_state own[ELEMENTSOF(own_types)] = { STATE_INVALID, STATE_INVALID };
 	int r = error;
 
-	if (r >= 0 && lists[READ_VERSION].n == 1) {
-		version = lists[READ_VERSION].kvs[0];
-		lists[READ_VERSION].kvs[0] = (struct etcd_kv){ 0 };
+	if (r >= 0) {
+		if (lists[READ_VERSION].n == 1) {
+			version = lists[READ_VERSION].kvs[0];
+			lists[READ_VERSION].kvs[0] = (struct etcd_kv){ 0 };
+		}
+		for (size_t t = 0; t < ELEMENTSOF(own_types); t++)
+			own[t] = own_status_of(own_types[t], lists, &next);
 	}
-	for (size_t i = READ_CATALOG; r >= 0 && i < n; i++)
+	for (size_t i = next; r >= 0 && i < n; i++)
 		r = catalog_from_kvs(&lists[i], m->k_services_dir, &cat);
 	if (r >= 0) {
 		catalog_sort(&cat);
 		r = model_load(m, &version, &lists[READ_PAUSES], &lists[READ_ROLLOUT], &cat,
 			       revision);
+	}
+	if (r >= 0) {
+		m->own_puppet = own[0];
+		m->own_validation = own[1];
 	}
 	m->read_fn(r < 0 ? r : 0, m, m->read_userdata);
 }
@@ -531,21 +552,30 @@ static void model_on_snapshot(int error, struct etcd_kv_list *lists, size_t n, i
 int fleet_model_read_start(struct fleet *f, struct fleet_model *m, long patience_ms,
 			   fleet_model_read_fn fn, void *userdata, struct etcd_call **ret)
 {
-	size_t n = READ_CATALOG + 1;
-	for (size_t i = 0; m->consumed && m->k_service_dirs[i]; i++)
-		n = READ_CATALOG + i + 1;
-	if (m->consumed && !m->k_service_dirs[0])
-		n = READ_CATALOG;	/* consumes nothing: no catalog range */
+	size_t catalog = READ_STATUS + own_status_keys(), n = catalog + 1, k = READ_STATUS;
+	if (m->consumed)
+		n = catalog + strv_length(m->k_service_dirs);	/* 0: no catalog range */
 
 	_cleanup_(freep) struct etcd_range *ranges = calloc(n, sizeof(*ranges));
-	if (!ranges)
+	_cleanup_(strv_freep) char **status_keys = calloc(catalog - READ_STATUS + 1, sizeof(char *));
+	if (!ranges || !status_keys)
 		return -ENOMEM;
 	ranges[READ_VERSION] = (struct etcd_range){ m->k_version, false };
 	ranges[READ_PAUSES] = (struct etcd_range){ m->k_pause_dir, true };
 	ranges[READ_ROLLOUT] = (struct etcd_range){ m->k_rollout_dir, true };
-	for (size_t i = READ_CATALOG; i < n; i++)
+	for (size_t t = 0; t < ELEMENTSOF(own_types); t++)
+		for (int s = 0; s < _STATE_MAX; s++) {
+			if (!status_state_allowed(own_types[t], (enum status_state)s))
+				continue;
+			char *key = key_status(m->prefix, own_types[t], (enum status_state)s, m->host);
+			if (!key)
+				return -ENOMEM;
+			status_keys[k - READ_STATUS] = key;
+			ranges[k++] = (struct etcd_range){ key, false };
+		}
+	for (size_t i = catalog; i < n; i++)
 		ranges[i] = (struct etcd_range){
-			m->consumed ? m->k_service_dirs[i - READ_CATALOG] : m->k_services_dir, true };
+			m->consumed ? m->k_service_dirs[i - catalog] : m->k_services_dir, true };
 	m->read_fn = fn;
 	m->read_userdata = userdata;
 	return etcd_snapshot_start(f->etcd, ranges, n, patience_ms, model_on_snapshot, m, ret);

@@ -836,45 +836,59 @@ static void node_start_written(struct node *n, int r)
 
 /* --- the run's part of the node's life ---------------------------------------------- */
 
+/* The interrupted run's records' write ended. */
+static void node_interrupted_put(struct node *n, int r)
+{
+	if (r < 0)
+		log_warnx("cannot record the interrupted run: %s", node_etcd_error(n));
+}
+
 /* At the first sync: a run this daemon was doing when it died is recorded as
- * failed and repeated; a failed validation is remembered across restarts. */
+ * failed and repeated; a failed validation is remembered across restarts.
+ * The statuses are the ones the sync's read found (fleet_model.h: own_puppet,
+ * own_validation), so this reads nothing; what it records goes in one write,
+ * queued and patient as a run's end. */
 static void node_run_check_interrupted(struct node *n, bool *ret_healthy)
 {
-	enum status_state st = STATE_INVALID;
-	const char *desired = n->sync.model.desired;
+	const struct fleet_model *m = &n->sync.model;
+	const char *desired = m->desired;
+	struct fleet_batch *b = NULL;
+	int r;
 
-	if (fleet_get_status(&n->fleet, n->host, STATUS_PUPPET, &st, NULL) >= 0 &&
-	    st == STATE_RUNNING) {
-		_cleanup_(fleet_batch_freep) struct fleet_batch *b = NULL;
-		int r;
-
+	if ((r = fleet_batch_new(&n->fleet, &b)) < 0) {
+		node_interrupted_put(n, r);
+		return;
+	}
+	if (m->own_puppet == STATE_RUNNING) {
 		log_warnx("found this host's puppet/running from an earlier run: it was interrupted");
-		/* puppet/failed and the run's entry in the history, one txn
-		 * (when and how long it ran is not known: found now). */
+		/* puppet/failed and the run's entry in the history (when and
+		 * how long it ran is not known: found now). */
 		if (desired)
 			node_history_add(n, desired, RUN_INTERRUPTED, 0, "interrupted");
-		if ((r = fleet_batch_new(&n->fleet, &b)) < 0 ||
-		    (r = fleet_batch_status(b, n->host, STATUS_PUPPET, STATE_FAILED, desired, -1,
+		if ((r = fleet_batch_status(b, n->host, STATUS_PUPPET, STATE_FAILED, desired, -1,
 					    "interrupted")) < 0 ||
-		    (r = node_batch_history(n, b)) < 0 ||
-		    (r = fleet_batch_commit(b, NULL)) < 0)
-			log_warnx("cannot set status puppet/failed: %s", node_etcd_error(n));
+		    (r = node_batch_history(n, b)) < 0)
+			log_warnx("cannot record the interrupted run: %s", strerror(-r));
 		n->run.rerun = true;
 	}
-	st = STATE_INVALID;
-	if (fleet_get_status(&n->fleet, n->host, STATUS_VALIDATION, &st, NULL) >= 0) {
-		if (st == STATE_RUNNING) {
-			node_status(n, STATUS_VALIDATION, STATE_FAILED, desired, -1, "interrupted");
-			n->run.validation_failed = true;
-		} else if (st == STATE_FAILED) {
-			n->run.validation_failed = true;
-		}
-		*ret_healthy = st == STATE_SUCCESS;
+	if (m->own_validation == STATE_RUNNING) {
+		if ((r = fleet_batch_status(b, n->host, STATUS_VALIDATION, STATE_FAILED, desired, -1,
+					    "interrupted")) < 0)
+			log_warnx("cannot record the interrupted validation: %s", strerror(-r));
+		n->run.validation_failed = true;
+	} else if (m->own_validation == STATE_FAILED) {
+		n->run.validation_failed = true;
 	}
+	*ret_healthy = m->own_validation == STATE_SUCCESS;
+	if (fleet_batch_empty(b))
+		fleet_batch_free(b);	/* nothing was interrupted */
+	else if ((r = node_write_begin(n, b, "the interrupted run's records",
+				       node_interrupted_put)) < 0)
+		node_interrupted_put(n, r);
 	/* A host that failed at this rollout before the restart is still
 	 * failed: its retry keeps the failed status, and the count goes on. */
 	_cleanup_(rollout_record_releasep) struct rollout_record rec = { 0 };
-	if (fleet_model_own_failure(&n->sync.model, &rec)) {
+	if (fleet_model_own_failure(m, &rec)) {
 		set_str(&n->run.fail_version, rec.version);
 		n->run.fail_trigger = rec.trigger;
 		n->run.attempts = rec.attempts > 0 ? rec.attempts : 1;
