@@ -16,7 +16,7 @@
  * services' publication, the automatic promote.  The registration and
  * the model's read do not block either (node_lease.c, node_sync.c).  What is
  * left blocks the loop: the rarer writes (a halt, a dead holder's record, an
- * interrupted run's status at start and at stop) and the reads a decision
+ * interrupted run's status at stop, the run history's read at start) and the reads a decision
  * needs beyond the model (max_percent's and max_fail_percent's alive count,
  * an earlier group's progress, a dependency's entries at the decision's
  * revision).  Each waits up to etcd.timeout per endpoint tried, so an etcd
