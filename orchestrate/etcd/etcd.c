@@ -921,17 +921,11 @@ int etcd_get_prefix_paged(struct etcd_client *c, const char *prefix, unsigned fl
 			etcd_kv_list_release(ret);
 			return protocol_error(c, "range");
 		}
-		/* The next page starts just after the last key: key + "\0". */
-		const struct etcd_kv *last = &ret->kvs[ret->n - 1];
 		free(next);
-		next = malloc(last->key_len + 1);
-		if (!next) {
+		if (!(next = etcd_page_after(ret, &next_len))) {
 			etcd_kv_list_release(ret);
 			return -ENOMEM;
 		}
-		memcpy(next, last->key, last->key_len);
-		next[last->key_len] = '\0';
-		next_len = last->key_len + 1;
 	}
 	ret->revision = revision;
 	return 0;
@@ -944,6 +938,19 @@ int etcd_get_prefix(struct etcd_client *c, const char *prefix, unsigned flags, i
 }
 
 /* --- the requests of a snapshot read (etcd_call.c sends them) ---------------- */
+
+char *etcd_page_after(const struct etcd_kv_list *l, size_t *ret_len)
+{
+	/* The smallest key after the last one read: that key + "\0". */
+	const struct etcd_kv *last = &l->kvs[l->n - 1];
+	char *next = malloc(last->key_len + 1);
+	if (!next)
+		return NULL;
+	memcpy(next, last->key, last->key_len);
+	next[last->key_len] = '\0';
+	*ret_len = last->key_len + 1;
+	return next;
+}
 
 cJSON *etcd_range_request(const char *key, size_t key_len, const char *end, size_t end_len,
 			  int64_t revision)

@@ -47,9 +47,9 @@ struct etcd_call {
 	uint64_t deadline;		/* until then (CLOCK_MONOTONIC, usec), */
 	sd_event_source *deadline_timer;	/* which this enforces */
 	char *witness;			/* a settled txn's (etcd_txn_witness) */
-	struct etcd_snapshot *snapshot;	/* a snapshot read's ranges and lists */
-	bool either;			/* a txn whose failure branch is a success too */
 	int64_t since;			/* ...and its etcd_txn_settle() revision */
+	bool either;			/* a txn whose failure branch is a success too */
+	struct etcd_snapshot *snapshot;	/* a snapshot read's ranges and lists */
 	etcd_value_fn fn;
 	void *userdata;
 };
@@ -531,16 +531,13 @@ static int call_decode_snapshot(struct etcd_call *call, const cJSON *reply, int6
 		return 0;
 	}
 
-	/* The next page starts just after the last key read: key + "\0". */
 	struct snapshot_range *sr = &s->ranges[s->paging];
-	const struct etcd_kv *last = &s->lists[s->paging].kvs[s->lists[s->paging].n - 1];
-	_cleanup_(freep) char *next = malloc(last->key_len + 1);
+	size_t next_len;
+	_cleanup_(freep) char *next = etcd_page_after(&s->lists[s->paging], &next_len);
 	if (!next)
 		return -ENOMEM;
-	memcpy(next, last->key, last->key_len);
-	next[last->key_len] = '\0';
 	_cleanup_(cJSON_Deletep) cJSON *req =
-		etcd_range_request(next, last->key_len + 1, sr->end, sr->end_len, s->revision);
+		etcd_range_request(next, next_len, sr->end, sr->end_len, s->revision);
 	char *body = req ? cJSON_PrintUnformatted(req) : NULL;
 	if (!body)
 		return -ENOMEM;

@@ -107,6 +107,9 @@ enum etcd_attempt etcd_attempt_read(struct etcd_client *c, size_t i, const char 
 
 /* A range read's page: this many keys at most (etcd_get_prefix, snapshots). */
 #define ETCD_PAGE_SIZE 5000
+/* Where the next page of a range read starts: just after l's last key (l holds
+ * at least one).  NULL when out of memory. */
+char *etcd_page_after(const struct etcd_kv_list *l, size_t *ret_len);
 /* One range request, as a JSON object: the key alone (end NULL), or [key, end)
  * a page at a time; at revision when > 0.  NULL when out of memory. */
 cJSON *etcd_range_request(const char *key, size_t key_len, const char *end, size_t end_len,
