@@ -267,21 +267,24 @@ void etcd_call_cancel(struct etcd_call *call);
 
 /*
  * A snapshot read that does not block: every range of ranges[] at one
- * revision, in one request (a txn of range operations, which etcd serves
- * without a proposal and linearizably, as a range).  A prefix range longer
- * than a page (5000 keys) goes on in pages pinned to that revision, a request
- * each.  fn gets a list per range, in order, and the revision; it may take
- * the lists' contents (the lists are released after it returns).  A range of
- * one key holds that key or nothing.
+ * revision (revision > 0: that one, which etcd refuses with -ESTALE when it
+ * was compacted; else the newest), in one request (a txn of range operations,
+ * which etcd serves without a proposal and linearizably, as a range).  A
+ * prefix range longer than a page (5000 keys) goes on in pages pinned to that
+ * revision, a request each.  fn gets a list per range, in order, and the
+ * revision; it may take the lists' contents (the lists are released after it
+ * returns).  A range of one key holds that key or nothing; a count-only range
+ * holds its count alone.
  */
 struct etcd_range {
 	const char *key;
 	bool prefix;			/* every key starting with key; else key alone */
+	unsigned flags;			/* ETCD_KEYS_ONLY, ETCD_COUNT_ONLY */
 };
 typedef void (*etcd_snapshot_fn)(int error, struct etcd_kv_list *lists, size_t n,
 				 int64_t revision, void *userdata);
 int etcd_snapshot_start(struct etcd_client *c, const struct etcd_range *ranges, size_t n,
-			long timeout_ms, etcd_snapshot_fn fn, void *userdata,
+			int64_t revision, long timeout_ms, etcd_snapshot_fn fn, void *userdata,
 			struct etcd_call **ret);
 int etcd_lease_revoke(struct etcd_client *c, int64_t id);
 

@@ -876,26 +876,12 @@ int etcd_get_prefix_paged(struct etcd_client *c, const char *prefix, unsigned fl
 	if (!end || !next)
 		return -ENOMEM;
 	size_t end_len = etcd_prefix_end(prefix, plen, end);
-	if (page_size <= 0)
-		page_size = ETCD_PAGE_SIZE;
-
 	memset(ret, 0, sizeof(*ret));
 	for (;;) {
-		_cleanup_(cJSON_Deletep) cJSON *body = cJSON_CreateObject();
+		_cleanup_(cJSON_Deletep) cJSON *body =
+			etcd_range_request(next, next_len, end, end_len, flags, page_size, revision);
 		_cleanup_(cJSON_Deletep) cJSON *reply = NULL;
-		if (!body || add_bytes(body, "key", next, next_len) < 0 ||
-		    add_bytes(body, "range_end", end, end_len) < 0)
-			return range_fail(ret, -ENOMEM);
-		/* Every field is checked: a page sent without its "revision" would
-		 * be read at another moment than the first, and the result would no
-		 * longer be one snapshot. */
-		if ((flags & ETCD_COUNT_ONLY) && !cJSON_AddTrueToObject(body, "count_only"))
-			return range_fail(ret, -ENOMEM);
-		if (!(flags & ETCD_COUNT_ONLY) &&
-		    (add_int64(body, "limit", page_size) < 0 ||
-		     ((flags & ETCD_KEYS_ONLY) && !cJSON_AddTrueToObject(body, "keys_only"))))
-			return range_fail(ret, -ENOMEM);
-		if (revision > 0 && add_int64(body, "revision", revision) < 0)
+		if (!body)
 			return range_fail(ret, -ENOMEM);
 
 		int r = etcd_call(c, "/v3/kv/range", body, &reply);
@@ -953,12 +939,20 @@ char *etcd_page_after(const struct etcd_kv_list *l, size_t *ret_len)
 }
 
 cJSON *etcd_range_request(const char *key, size_t key_len, const char *end, size_t end_len,
-			  int64_t revision)
+			  unsigned flags, long page_size, int64_t revision)
 {
 	_cleanup_(cJSON_Deletep) cJSON *req = cJSON_CreateObject();
+	bool count_only = flags & ETCD_COUNT_ONLY;
+
+	/* Every field is checked: a page sent without its "revision" would be
+	 * read at another moment than the first, and the result would no
+	 * longer be one snapshot. */
 	if (!req || add_bytes(req, "key", key, key_len) < 0 ||
-	    (end && (add_bytes(req, "range_end", end, end_len) < 0 ||
-		     add_int64(req, "limit", ETCD_PAGE_SIZE) < 0)) ||
+	    (end && add_bytes(req, "range_end", end, end_len) < 0) ||
+	    (count_only && !cJSON_AddTrueToObject(req, "count_only")) ||
+	    (!count_only && end &&
+	     add_int64(req, "limit", page_size > 0 ? page_size : ETCD_PAGE_SIZE) < 0) ||
+	    (!count_only && (flags & ETCD_KEYS_ONLY) && !cJSON_AddTrueToObject(req, "keys_only")) ||
 	    (revision > 0 && add_int64(req, "revision", revision) < 0))
 		return NULL;
 	return TAKE_PTR(req);

@@ -437,6 +437,7 @@ int etcd_txn_commit_start(struct etcd_client *c, const struct etcd_txn *t, long 
 struct snapshot_range {
 	char *key, *end;		/* end NULL: the key alone */
 	size_t key_len, end_len;
+	unsigned flags;			/* ETCD_KEYS_ONLY, ETCD_COUNT_ONLY */
 	bool more;			/* etcd holds keys past the last page read */
 };
 
@@ -445,6 +446,7 @@ struct etcd_snapshot {
 	struct etcd_kv_list *lists;
 	size_t n;
 	size_t paging;			/* the range whose next page is asked for */
+	int64_t at;			/* the revision asked for; 0: the newest */
 	int64_t revision;		/* 0 until the txn answered */
 	etcd_snapshot_fn fn;
 	void *userdata;
@@ -481,9 +483,11 @@ static int snapshot_decode_txn(struct etcd_call *call, const cJSON *reply)
 	size_t i = 0;
 
 	if (!cJSON_IsObject(header) || etcd_decode_int64(header, "revision", &s->revision) < 0 ||
-	    s->revision <= 0 || !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(reply, "succeeded")) ||
+	    s->revision <= 0 || s->revision < s->at || !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(reply, "succeeded")) ||
 	    !cJSON_IsArray(responses) || (size_t)cJSON_GetArraySize(responses) != s->n)
 		return snapshot_malformed(call);
+	if (s->at > 0)
+		s->revision = s->at;	/* the header says the newest, not the one read */
 	cJSON_ArrayForEach(item, responses) {
 		const cJSON *range = cJSON_GetObjectItemCaseSensitive(item, "response_range");
 		struct snapshot_range *sr = &s->ranges[i];
@@ -537,7 +541,7 @@ static int call_decode_snapshot(struct etcd_call *call, const cJSON *reply, int6
 	if (!next)
 		return -ENOMEM;
 	_cleanup_(cJSON_Deletep) cJSON *req =
-		etcd_range_request(next, next_len, sr->end, sr->end_len, s->revision);
+		etcd_range_request(next, next_len, sr->end, sr->end_len, sr->flags, 0, s->revision);
 	char *body = req ? cJSON_PrintUnformatted(req) : NULL;
 	if (!body)
 		return -ENOMEM;
@@ -569,6 +573,7 @@ static int snapshot_new(const struct etcd_range *ranges, size_t n, struct etcd_s
 	for (size_t i = 0; i < n; i++) {
 		struct snapshot_range *sr = &s->ranges[i];
 		sr->key_len = strlen(ranges[i].key);
+		sr->flags = ranges[i].flags;
 		if (!(sr->key = strdup(ranges[i].key))) {
 			snapshot_free(s);
 			return -ENOMEM;
@@ -595,7 +600,8 @@ static int snapshot_body(const struct etcd_snapshot *s, char **ret)
 	for (size_t i = 0; i < s->n; i++) {
 		const struct snapshot_range *sr = &s->ranges[i];
 		cJSON *op = cJSON_CreateObject();
-		cJSON *req = etcd_range_request(sr->key, sr->key_len, sr->end, sr->end_len, 0);
+		cJSON *req = etcd_range_request(sr->key, sr->key_len, sr->end, sr->end_len,
+						sr->flags, 0, s->at);
 		if (!op || !req || !cJSON_AddItemToArray(success, op) ||
 		    !cJSON_AddItemToObject(op, "request_range", req)) {
 			cJSON_Delete(req);
@@ -607,7 +613,7 @@ static int snapshot_body(const struct etcd_snapshot *s, char **ret)
 }
 
 int etcd_snapshot_start(struct etcd_client *c, const struct etcd_range *ranges, size_t n,
-			long timeout_ms, etcd_snapshot_fn fn, void *userdata,
+			int64_t revision, long timeout_ms, etcd_snapshot_fn fn, void *userdata,
 			struct etcd_call **ret)
 {
 	struct etcd_snapshot *s = NULL;
@@ -619,6 +625,7 @@ int etcd_snapshot_start(struct etcd_client *c, const struct etcd_range *ranges, 
 		return -EINVAL;
 	if ((r = snapshot_new(ranges, n, &s)) < 0)
 		return r;
+	s->at = revision > 0 ? revision : 0;
 	if ((r = snapshot_body(s, &body)) < 0 ||
 	    (r = call_new(c, "/v3/kv/txn", body, timeout_ms, call_decode_snapshot, NULL,
 			  snapshot_done, NULL, &call)) < 0) {

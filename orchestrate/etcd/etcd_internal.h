@@ -111,9 +111,10 @@ enum etcd_attempt etcd_attempt_read(struct etcd_client *c, size_t i, const char 
  * at least one).  NULL when out of memory. */
 char *etcd_page_after(const struct etcd_kv_list *l, size_t *ret_len);
 /* One range request, as a JSON object: the key alone (end NULL), or [key, end)
- * a page at a time; at revision when > 0.  NULL when out of memory. */
+ * a page of page_size keys at a time (<= 0: ETCD_PAGE_SIZE); flags as
+ * etcd_get_prefix()'s; at revision when > 0.  NULL when out of memory. */
 cJSON *etcd_range_request(const char *key, size_t key_len, const char *end, size_t end_len,
-			  int64_t revision);
+			  unsigned flags, long page_size, int64_t revision);
 /* The endpoint that answered last (or will be tried first). */
 const char *etcd_current_endpoint(const struct etcd_client *c);
 /* Drops the token and authenticates again (blocking). */

@@ -560,9 +560,9 @@ int fleet_model_read_start(struct fleet *f, struct fleet_model *m, long patience
 	_cleanup_(strv_freep) char **status_keys = calloc(catalog - READ_STATUS + 1, sizeof(char *));
 	if (!ranges || !status_keys)
 		return -ENOMEM;
-	ranges[READ_VERSION] = (struct etcd_range){ m->k_version, false };
-	ranges[READ_PAUSES] = (struct etcd_range){ m->k_pause_dir, true };
-	ranges[READ_ROLLOUT] = (struct etcd_range){ m->k_rollout_dir, true };
+	ranges[READ_VERSION] = (struct etcd_range){ m->k_version, false, 0 };
+	ranges[READ_PAUSES] = (struct etcd_range){ m->k_pause_dir, true, 0 };
+	ranges[READ_ROLLOUT] = (struct etcd_range){ m->k_rollout_dir, true, 0 };
 	for (size_t t = 0; t < ELEMENTSOF(own_types); t++)
 		for (int s = 0; s < _STATE_MAX; s++) {
 			if (!status_state_allowed(own_types[t], (enum status_state)s))
@@ -571,14 +571,14 @@ int fleet_model_read_start(struct fleet *f, struct fleet_model *m, long patience
 			if (!key)
 				return -ENOMEM;
 			status_keys[k - READ_STATUS] = key;
-			ranges[k++] = (struct etcd_range){ key, false };
+			ranges[k++] = (struct etcd_range){ key, false, 0 };
 		}
 	for (size_t i = catalog; i < n; i++)
 		ranges[i] = (struct etcd_range){
-			m->consumed ? m->k_service_dirs[i - catalog] : m->k_services_dir, true };
+			m->consumed ? m->k_service_dirs[i - catalog] : m->k_services_dir, true, 0 };
 	m->read_fn = fn;
 	m->read_userdata = userdata;
-	return etcd_snapshot_start(f->etcd, ranges, n, patience_ms, model_on_snapshot, m, ret);
+	return etcd_snapshot_start(f->etcd, ranges, n, 0, patience_ms, model_on_snapshot, m, ret);
 }
 
 int fleet_model_ranges(const struct fleet_model *m, struct etcd_watch_range **ret, size_t *ret_n)

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <systemd/sd-event.h>
+#include <cjson/cJSON.h>
 
 #include "base/cleanup.h"
 #include "etcd/etcd.h"
@@ -104,6 +105,18 @@ static int put_bulk(void)
 	return 0;
 }
 
+static int compact(int64_t revision)
+{
+	_cleanup_(cJSON_Deletep) cJSON *body = cJSON_CreateObject();
+	_cleanup_(cJSON_Deletep) cJSON *reply = NULL;
+	char rev[32];
+	snprintf(rev, sizeof(rev), "%lld", (long long)revision);
+	if (!body || !cJSON_AddStringToObject(body, "revision", rev) ||
+	    !cJSON_AddTrueToObject(body, "physical"))
+		return -ENOMEM;
+	return etcd_request(c, "/v3/kv/compaction", body, &reply);
+}
+
 int main(void)
 {
 	url = getenv("ORCHESTRATE_TEST_ETCD");
@@ -127,9 +140,9 @@ int main(void)
 	ok(etcd_put(c, "one", "1", 1, 0) == 0, "a key of its own");
 
 	const struct etcd_range ranges[] = {
-		{ "one", false },	/* the key alone, not "one..." */
-		{ "snap/", true },
-		{ "none/", true },
+		{ "one", false, 0 },	/* the key alone, not "one..." */
+		{ "snap/", true, 0 },
+		{ "none/", true, 0 },
 	};
 	ok(etcd_put(c, "one-more", "x", 1, 0) == 0, "a key that starts as the single one does");
 	if (pthread_create(&thread, NULL, writer, NULL) != 0) {
@@ -139,7 +152,7 @@ int main(void)
 	/* Let the writer get going, so that it writes while the read runs. */
 	for (int i = 0; i < 200 && writer_n < 20; i++)
 		sd_event_run(e, 10 * 1000);
-	int r = etcd_snapshot_start(c, ranges, 3, 10000, on_snapshot, &res, &call);
+	int r = etcd_snapshot_start(c, ranges, 3, 0, 10000, on_snapshot, &res, &call);
 	ok(r == 0, "the read started");
 	r = r < 0 ? r : drive(e, &res);
 	writer_stop = 1;
@@ -184,6 +197,56 @@ int main(void)
 	for (size_t i = 0; i < 3; i++)
 		etcd_kv_list_release(&res.lists[i]);
 
+	/* Keys only, and a count alone: over the same 5,003 keys, the count
+	 * in one request and the keys over two pages, still without values. */
+	{
+		const struct etcd_range shapes[] = {
+			{ "snap/k", true, ETCD_COUNT_ONLY },
+			{ "snap/k", true, ETCD_KEYS_ONLY },
+			{ "one", false, ETCD_KEYS_ONLY },
+		};
+		struct result sh = { 0 };
+		size_t with_value = 0;
+		r = etcd_snapshot_start(c, shapes, 3, 0, 10000, on_snapshot, &sh, &call);
+		r = r < 0 ? r : drive(e, &sh);
+		ok(r == 0 && sh.error == 0 && sh.n == 3, "keys-only and count-only ranges read (%d)",
+		   sh.error);
+		is_int(sh.lists[0].n, 0, "a count-only range holds no key");
+		is_int(sh.lists[0].count, BULK, "and the count of every key");
+		is_int(sh.lists[1].n, BULK, "a keys-only range holds every key, over two pages");
+		for (size_t i = 0; i < sh.lists[1].n; i++)
+			with_value += sh.lists[1].kvs[i].value_len > 0;
+		is_int(with_value, 0, "and no value");
+		is_int(sh.lists[2].n, 1, "a keys-only single key is the key");
+		for (size_t i = 0; i < 3; i++)
+			etcd_kv_list_release(&sh.lists[i]);
+	}
+
+	/* At a revision: what a key held then, not now; a compacted revision is
+	 * -ESTALE. */
+	{
+		const struct etcd_range then[] = { { "then", false, 0 }, { "snap/w", true, ETCD_COUNT_ONLY } };
+		struct result at = { 0 }, gone = { 0 };
+		int64_t first;
+		ok(etcd_put(c, "then", "1", 1, 0) == 0, "a key written");
+		first = etcd_client_revision(c);
+		ok(etcd_put(c, "then", "22", 2, 0) == 0, "and written again");
+		r = etcd_snapshot_start(c, then, 2, first, 10000, on_snapshot, &at, &call);
+		r = r < 0 ? r : drive(e, &at);
+		ok(r == 0 && at.error == 0, "a read at an earlier revision (%d)", at.error);
+		is_int(at.revision, first, "is said to be at that revision");
+		ok(at.lists[0].n == 1 && at.lists[0].kvs[0].value_len == 1 &&
+		   at.lists[0].kvs[0].value[0] == '1', "and holds the value of then");
+		is_int(at.lists[1].count, writer_n, "a count at that revision");
+		for (size_t i = 0; i < 2; i++)
+			etcd_kv_list_release(&at.lists[i]);
+		ok(compact(etcd_client_revision(c)) == 0, "etcd compacted");
+		r = etcd_snapshot_start(c, then, 2, first, 10000, on_snapshot, &gone, &call);
+		r = r < 0 ? r : drive(e, &gone);
+		ok(r == 0 && gone.error == -ESTALE && gone.n == 0,
+		   "a compacted revision is -ESTALE, with no lists (%d)", gone.error);
+	}
+
 	/* A failed read calls back with an error and no lists. */
 	{
 		char *bad[] = { (char *)"http://127.0.0.1:1", NULL };
@@ -194,7 +257,7 @@ int main(void)
 			printf("Bail out! cannot set up the second client\n");
 			return 1;
 		}
-		r = etcd_snapshot_start(b, ranges, 3, 1000, on_snapshot, &fail, &call);
+		r = etcd_snapshot_start(b, ranges, 3, 0, 1000, on_snapshot, &fail, &call);
 		r = r < 0 ? r : drive(e, &fail);
 		ok(r == 0 && fail.error < 0 && fail.n == 0, "refused: an error and no lists (%d)",
 		   fail.error);
