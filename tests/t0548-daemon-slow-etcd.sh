@@ -99,6 +99,29 @@ test_expect_success 'etcd 2.5 s behind as the node reads the fleet again: one re
 	test "$(lease_of s1)" = "$(cat lease.before)"
 '
 
+# A staged policy's turn needs the fleet beyond the model (the earlier
+# groups' progress, the alive hosts max_percent is a share of).  Read with a
+# request's patience, it never came while every request took longer than
+# the request timeout: the node logged "cannot take a rollout slot" and
+# retried into the same timeout for as long as etcd stayed slow.
+test_expect_success 'etcd 2.5 s behind as a staged turn is decided: the fleet beyond the model is waited for, the run goes' '
+	etcdctl_put /rollout/policy "{\"groups\":[\"g0\",\"g1\"],\"max_percent\":50}" &&
+	cp s1/log s1/log.before &&
+	echo 2.5 >delay &&
+	from=$(now) &&
+	etcdctl_put /current_version v2p &&
+	wait_for "node_at s1 v2p" 60 &&
+	to=$(now) &&
+	rm -f delay &&
+	sed -n "$(( $(wc -l <s1/log.before) + 1 )),\$p" s1/log >log.new &&
+	! grep -q "cannot take a rollout slot" log.new &&
+	! grep -q "cannot read the fleet" log.new &&
+	grep -q "fleet state for the rollout read at revision" log.new &&
+	test "$(requests /v3/kv/range "$from" "$to")" = 0 &&
+	test "$(lease_of s1)" = "$(cat lease.before)" &&
+	etcdctl_ del /rollout/policy
+'
+
 test_expect_success 'etcd stopped for 5 s (past the request timeout, inside the TTL) during a run: the lease is kept, the run recorded once' '
 	echo 3 >s1/config.sleep &&
 	etcdctl_put /current_version v3 &&

@@ -203,8 +203,6 @@ int fleet_publish_service(struct fleet *f, const char *service, const char *host
 int fleet_unpublish_service(struct fleet *f, const char *service, const char *host);
 /* Reads the whole catalog at one revision (0: newest). */
 int fleet_read_catalog(struct fleet *f, int64_t revision, struct catalog *ret);
-/* Appends the entries of one service, read at revision, to ret (unsorted). */
-int fleet_read_service(struct fleet *f, const char *service, int64_t revision, struct catalog *ret);
 
 /* --- pause ----------------------------------------------------------------- */
 
@@ -227,9 +225,6 @@ struct pause_entry {
 int fleet_pauses_list(struct fleet *f, struct pause_entry **ret, size_t *ret_n);
 void pause_entries_free(struct pause_entry *p, size_t n);
 
-/* How many hosts are alive (one count-only range of alive/): what
- * max_fail_percent is a share of. */
-int fleet_alive_count(struct fleet *f, size_t *ret);
 /* How many hosts registered in group (keys under groups/GROUP/; one count-only
  * range), so that `pause --group` can warn about a group nobody is in. */
 int fleet_group_size(struct fleet *f, const char *group, size_t *ret);

@@ -211,23 +211,8 @@ void rollout_holders_free(struct rollout_holder *h, size_t n);
  * every listed group) when it has none or one the policy does not list. */
 size_t rollout_policy_stage(const struct rollout_policy *p, const char *group);
 
-/*
- * Staged rollouts, which need more than the model: whether every alive host of
- * the groups before group's stage runs desired.  Returns 1 when so (or when
- * there is nothing before it), 0 with *ret_group (caller frees) and
- * *ret_behind set to the first group still behind, and *ret_revision the
- * revision the answer holds at.  Reads alive/ and groups/G/ (keys only) and
- * running_version/ (the hosts whose value says desired), skipping host itself.
- */
-int fleet_stage_ready(struct fleet *f, const struct rollout_policy *p, const char *group,
-		      const char *host, const char *desired, char **ret_group,
-		      size_t *ret_behind, int64_t *ret_revision);
-/* max_percent of the alive hosts of group's stage (of the fleet without
- * groups), at least 1.  One count (or keys-only) read of alive/, and of groups/. */
-int fleet_percent_limit(struct fleet *f, const struct rollout_policy *p, const char *group,
-			long *ret);
 /* The slots max_percent gives a stage of alive hosts (pure): at least 1.
- * fleet_percent_limit() and the plan (fleet_plan.h) both count with it. */
+ * fleet_facts_percent_limit() and the plan (fleet_plan.h) both count with it. */
 long rollout_percent_limit(const struct rollout_policy *p, size_t alive);
 
 #endif

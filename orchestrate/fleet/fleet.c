@@ -240,25 +240,30 @@ int fleet_running_read(struct fleet *f, int64_t revision, struct fleet_running *
 {
 	_cleanup_(freep) char *dir = key_running_version_dir(fleet_prefix(f));
 	_cleanup_(etcd_kv_list_releasep) struct etcd_kv_list list = ETCD_KV_LIST_INIT;
-	struct fleet_running out = { 0 };
-	size_t dir_len;
 	int r;
 
 	*ret = (struct fleet_running){ 0 };
 	if (!dir)
 		return -ENOMEM;
-	dir_len = strlen(dir);
-	r = etcd_get_prefix(f->etcd, dir, 0, revision, &list);
-	if (r < 0)
+	if ((r = etcd_get_prefix(f->etcd, dir, 0, revision, &list)) < 0)
 		return r;
-	out.hosts = calloc(list.n ? list.n : 1, sizeof(char *));
-	out.versions = calloc(list.n ? list.n : 1, sizeof(char *));
+	return fleet_running_from_kvs(&list, strlen(dir), ret);
+}
+
+int fleet_running_from_kvs(const struct etcd_kv_list *list, size_t dir_len,
+			   struct fleet_running *ret)
+{
+	struct fleet_running out = { 0 };
+
+	*ret = (struct fleet_running){ 0 };
+	out.hosts = calloc(list->n ? list->n : 1, sizeof(char *));
+	out.versions = calloc(list->n ? list->n : 1, sizeof(char *));
 	if (!out.hosts || !out.versions) {
 		fleet_running_release(&out);
 		return -ENOMEM;
 	}
-	for (size_t i = 0; i < list.n; i++) {
-		const struct etcd_kv *kv = &list.kvs[i];
+	for (size_t i = 0; i < list->n; i++) {
+		const struct etcd_kv *kv = &list->kvs[i];
 		const char *host = running_host(kv, dir_len);
 		char *version;
 
@@ -272,7 +277,7 @@ int fleet_running_read(struct fleet *f, int64_t revision, struct fleet_running *
 		}
 		out.versions[out.n++] = version;
 	}
-	out.revision = list.revision;
+	out.revision = list->revision;
 	*ret = out;
 	return 0;
 }
@@ -642,22 +647,6 @@ int fleet_read_catalog(struct fleet *f, int64_t revision, struct catalog *ret)
 	return 0;
 }
 
-/* Appends the entries of one service at revision to ret (unsorted: the
- * caller sorts once it read all it needs). */
-int fleet_read_service(struct fleet *f, const char *service, int64_t revision, struct catalog *ret)
-{
-	_cleanup_(freep) char *dir = key_services_dir(fleet_prefix(f));
-	_cleanup_(freep) char *sdir = key_service_dir(fleet_prefix(f), service);
-	_cleanup_(etcd_kv_list_releasep) struct etcd_kv_list list = ETCD_KV_LIST_INIT;
-	int r;
-
-	if (!dir || !sdir)
-		return -ENOMEM;
-	if ((r = etcd_get_prefix(f->etcd, sdir, 0, revision, &list)) < 0)
-		return r;
-	return catalog_from_kvs(&list, dir, ret);
-}
-
 /* --- pause --------------------------------------------------------------------------- */
 
 static char *pause_key(const char *P, enum pause_scope scope, const char *name)
@@ -785,12 +774,6 @@ static int count_keys(struct fleet *f, const char *dir, size_t *ret)
 		return r;
 	*ret = list.count > 0 ? (size_t)list.count : 0;
 	return 0;
-}
-
-int fleet_alive_count(struct fleet *f, size_t *ret)
-{
-	_cleanup_(freep) char *dir = key_alive_dir(fleet_prefix(f));
-	return count_keys(f, dir, ret);
 }
 
 int fleet_group_size(struct fleet *f, const char *group, size_t *ret)

@@ -106,4 +106,9 @@ int holder_value(const char *host, const char *version, const char *group, char 
 int txn_delete_other_states(struct etcd_txn *t, const char *P, const char *host,
 			    enum status_type type, enum status_state keep);
 
+/* fleet_running_read()'s decoding of a range of running_version/ (dir_len:
+ * the length of that directory's key): the same, from a list read already. */
+int fleet_running_from_kvs(const struct etcd_kv_list *list, size_t dir_len,
+			   struct fleet_running *ret);
+
 #endif

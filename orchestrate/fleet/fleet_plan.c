@@ -289,7 +289,7 @@ static size_t stage_alive(const struct fleet_plan *p, size_t stage)
 	return n;
 }
 
-/* The stage gate of fleet_stage_ready(): every alive host of the earlier
+/* The stage gate of fleet_facts_stage_ready(): every alive host of the earlier
  * groups at the version.  Returns the first host that will not be (index),
  * or p->n when none, and *ret_behind how many. */
 static size_t stage_blocker(const struct fleet_plan *p, size_t stage, size_t *ret_behind)

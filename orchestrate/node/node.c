@@ -14,13 +14,14 @@
  * one at a time, patient, settled so that a resend never writes twice; the
  * node decides nothing while one is in flight), the holder's release, the
  * services' publication, the automatic promote.  The registration and
- * the model's read do not block either (node_lease.c, node_sync.c).  What is
- * left blocks the loop: the rarer writes (a halt, a dead holder's record, an
- * interrupted run's status at stop, the run history's read at start) and the reads a decision
- * needs beyond the model (max_percent's and max_fail_percent's alive count,
- * an earlier group's progress, a dependency's entries at the decision's
- * revision).  Each waits up to etcd.timeout per endpoint tried, so an etcd
- * that does not answer holds the loop that long for every endpoint.
+ * the model's read do not block either (node_lease.c, node_sync.c), nor do
+ * the reads a decision needs beyond the model (node_facts.c: max_percent's
+ * and max_fail_percent's alive count, an earlier group's progress, a
+ * dependency's entries).  What is left blocks the loop: the rarer writes (a
+ * halt, a dead holder's record, an interrupted run's status at stop, the run
+ * history's read at start).  Each waits up to etcd.timeout per endpoint
+ * tried, so an etcd that does not answer holds the loop that long for every
+ * endpoint.
  *
  * Decisions happen in one place, node_evaluate(), run from a deferred event
  * source: stream callbacks only apply events to the fleet model and schedule
@@ -430,8 +431,10 @@ static bool node_evaluate_run(struct node *n)
 		return false;
 	}
 
-	missing = node_missing_dependencies(n, &missing_short);
-	if (missing) {
+	r = node_check_dependencies(n, &missing, &missing_short);
+	if (r == -EAGAIN)
+		return false;	/* the catalog is read: its answer decides */
+	if (r == 0) {
 		_cleanup_(freep) char *line = NULL;
 		if (asprintf(&line, "waiting for %s", or_none(missing_short)) < 0)
 			return false;
@@ -448,6 +451,8 @@ static bool node_evaluate_run(struct node *n)
 		node_retry_later(n);
 		return false;
 	}
+	if (wait.reading)
+		return false;	/* the fleet beyond the model is read: its answer decides */
 	node_retry_reset(n);
 	if (wait.halting)
 		return false;	/* the halt reaches the model next */

@@ -15,6 +15,8 @@
  *                   services hook; and this node's own service entries
  *   node_rollout.c  dependencies and the rollout slot (policy, holders, stages,
  *                   the failure budget, halts, promote)
+ *   node_facts.c    what those decisions need beyond the model, read without
+ *                   blocking and kept while it is as new as the model
  *   node_run.c      the consistent side: the run's hooks and what each outcome
  *                   writes (one txn at the start, one at the end), and the
  *                   recovery of a run the last life of the daemon left
@@ -37,6 +39,7 @@
 #include "base/strv.h"
 #include "etcd/etcd.h"
 #include "fleet/fleet.h"
+#include "fleet/fleet_facts.h"
 #include "fleet/fleet_model.h"
 #include "hook/hook.h"
 #include "output/metrics.h"
@@ -109,6 +112,13 @@ struct node_catalog {
 	char **published_values;	/* ...and the value each holds, to write only changes */
 	struct node_services staged;	/* what node_batch_services() added, until queued */
 	bool services_healthy;
+};
+
+/* node_facts.c: what a decision needs beyond the model */
+struct node_facts {
+	struct fleet_facts have;	/* the newest read (revision 0: none) */
+	struct etcd_call *read;		/* one at a time */
+	int64_t seen;			/* the newest stage-watch event's revision */
 };
 
 /* node_rollout.c: dependencies and the rollout slot */
@@ -191,6 +201,7 @@ struct node {
 	struct node_sync sync;
 	struct node_catalog catalog;
 	struct node_rollout rollout;
+	struct node_facts facts;
 	struct node_run run;
 	struct node_write *write;	/* writes in flight, first first (node_write.c) */
 
@@ -263,6 +274,13 @@ const char *node_etcd_error(struct node *n);
  * past etcd's own request timeout (about 7 s), so that a slow etcd answers
  * rather than the node giving up on a request etcd is still working on. */
 #define NODE_ETCD_PATIENCE_MS 30000L
+/* The patience of a read the node waits for (the model's, its facts, the
+ * registration): --once gives etcd its request timeout alone (0), since
+ * cron waits behind it. */
+static inline long node_etcd_patience(const struct node *n)
+{
+	return n->once ? 0 : NODE_ETCD_PATIENCE_MS;
+}
 
 /* node_write.c: the writes of a version change, one at a time in order,
  * asynchronous, settled.  done gets 0 (written), -ECANCELED (a guard failed,
@@ -330,8 +348,26 @@ void node_catalog_stop(struct node *n);
 void node_catalog_abandon(struct node *n);
 void node_catalog_release(struct node *n);
 
+/* node_facts.c */
+/*
+ * The facts need names (FACTS_* of fleet_facts.h; the groups are the
+ * policy's, the services those the node depends on): 1 and *ret when the
+ * node holds them at least as new as all it has seen (its model, and the
+ * stage watch's events), or with since > 0 as new as that revision.  Else 0:
+ * a read is in flight, whose answer evaluates again (a failed one retries
+ * after the backoff).  The read asks for everything the policy may need as
+ * well, so that one read serves a whole decision.
+ */
+int node_facts_get(struct node *n, unsigned need, int64_t since, const struct fleet_facts **ret);
+/* A run's start under max_fail_percent reads the alive hosts, so that the
+ * run's end can count its failure against them without waiting. */
+void node_facts_prefetch(struct node *n);
+/* A stage-watch event of revision: facts older than it are stale. */
+void node_facts_seen(struct node *n, int64_t revision);
+void node_facts_release(struct node *n);
+
 /* node_rollout.c */
-char *node_missing_dependencies(struct node *n, char **ret_short);
+int node_check_dependencies(struct node *n, char **ret_missing, char **ret_short);
 struct slot_wait {
 	char *group;		/* an earlier group still behind, or NULL */
 	size_t behind;		/* how many of its alive hosts */
@@ -343,6 +379,7 @@ struct slot_wait {
 	size_t canaries_done;
 	size_t failed;		/* hosts failed at this rollout */
 	bool halting;		/* it would start, but the budget is spent: halted */
+	bool reading;		/* the fleet beyond the model is read: its answer decides */
 };
 int node_take_slot(struct node *n, struct slot_wait *ret_wait);
 /* Under auto_promote, the first host waiting for promote writes it when the
@@ -366,7 +403,7 @@ void node_slot_release_written(struct node *n, int error);
 
 /* The failure budget: halts when the host's own failure crossed it. */
 int node_check_budget(struct node *n);
-int node_budget_exceeded(struct node *n, size_t failed, char **ret_reason);
+int node_budget_exceeded(struct node *n, size_t failed, int64_t since, char **ret_reason);
 /* Counts hosts that died holding a slot (fleet_record_dead_holder). */
 int node_check_released(struct node *n);
 /* puppet/pending's detail while the host waits for a slot. */

@@ -170,11 +170,6 @@ static void node_on_register_txn(int error, int64_t revision, void *userdata)
 		node_register_end(n, r < 0 ? r : 0);
 }
 
-static long node_register_patience(struct node *n)
-{
-	/* --once gives etcd its request timeout: cron waits behind it. */
-	return n->once ? 0 : NODE_ETCD_PATIENCE_MS;
-}
 
 static void node_on_first_grant(int error, int64_t lease, void *userdata)
 {
@@ -198,7 +193,7 @@ static void node_on_first_grant(int error, int64_t lease, void *userdata)
 	if (!n->once)
 		node_renewal_arm(n, node_keepalive_first(n));
 	r = fleet_register_start(&n->fleet, n->host, cfg->group, n->run.local, (long)getpid(),
-				 lease, node_register_patience(n), node_on_register_txn, n,
+				 lease, node_etcd_patience(n), node_on_register_txn, n,
 				 &n->lease.register_call);
 	if (r < 0)
 		node_register_end(n, r);
@@ -220,7 +215,7 @@ int node_register_begin(struct node *n, node_write_fn done)
 	if (n->lease.register_done)
 		return 0;	/* in flight: its end tells the first caller */
 	n->lease.keepalive_sent = node_now(n);
-	r = fleet_lease_grant_start(&n->fleet, ttl, node_register_patience(n), node_on_first_grant,
+	r = fleet_lease_grant_start(&n->fleet, ttl, node_etcd_patience(n), node_on_first_grant,
 				    n, &n->lease.keepalive_call);
 	if (r < 0)
 		return r;

@@ -9,10 +9,12 @@
  * key, under the node's lease); the node learns its place in the queue from
  * the same stream that carries the holders of every other node.
  *
- * Two policies need more than the model, and read: max_percent (the alive
- * count it is a percentage of) and groups (whether the earlier groups are
- * done).  While an earlier group is behind, a second stream watches
- * running_version/ and alive/, the two things that can end the wait.
+ * Three policies need more than the model, and ask the node's facts
+ * (node_facts.c: read without blocking, the answer decides again):
+ * max_percent (the alive count it is a percentage of), max_fail_percent (the
+ * same, once a host failed) and groups (whether the earlier groups are done).
+ * While an earlier group is behind, a second stream watches running_version/
+ * and alive/, the two things that can end the wait.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -32,60 +34,63 @@
 /*
  * The catalog the dependencies are checked against: the model's, when its
  * catalog watches have delivered everything up to the revision the node acts
- * on; else the dependencies' entries read at exactly that revision.  A txn
- * that withdraws the only mysql host and sets the desired version reaches the
- * stream as two frames of one revision (one per watch), and etcd marks no end
- * of a revision: without this a node could start a run between the two.  Only
- * nodes with dependencies, and only then, pay this one small read.
+ * on; else the dependencies' entries as the node's facts hold them (read at a
+ * revision no older than the model's).  A txn that withdraws the only mysql
+ * host and sets the desired version reaches the stream as two frames of one
+ * revision (one per watch), and etcd marks no end of a revision: without this
+ * a node could start a run between the two.  Only nodes with dependencies,
+ * and only then, pay this one small read.  1 and *ret, or 0 while the read
+ * is in flight.
  */
-static int node_dependency_catalog(struct node *n, struct catalog *tmp, const struct catalog **ret)
+static int node_dependency_catalog(struct node *n, const struct catalog **ret)
 {
-	const struct config *cfg = n->opt.config;
-	const struct catalog *model = &n->sync.model.catalog;
 	_cleanup_(freep) struct etcd_watch_range *ranges = NULL;
+	const struct catalog *model = &n->sync.model.catalog;
+	const struct fleet_facts *x;
 	size_t count;
 	int64_t low = INT64_MAX;
 	int r;
 
 	*ret = model;
-	if (!n->sync.stream || (r = fleet_model_ranges(&n->sync.model, &ranges, &count)) < 0)
-		return 0;
+	if (!n->sync.stream || fleet_model_ranges(&n->sync.model, &ranges, &count) < 0)
+		return 1;
 	for (size_t i = FLEET_MODEL_CATALOG_RANGE; i < count; i++) {
 		int64_t rev = fleet_stream_range_revision(n->sync.stream, i);
 		if (rev < low)
 			low = rev;
 	}
 	if (low >= n->sync.model.revision)
-		return 0;
-	for (size_t i = 0; i < cfg->n_depends; i++)
-		if ((r = fleet_read_service(&n->fleet, cfg->depends[i].service,
-					    n->sync.model.revision, tmp)) < 0)
-			return r;
-	catalog_sort(tmp);
-	*ret = tmp;
-	return 0;
+		return 1;
+	if ((r = node_facts_get(n, FACTS_SERVICES, 0, &x)) <= 0)
+		return r;
+	*ret = &x->catalog;
+	return 1;
 }
 
-/* NULL when every dependency is met, else what is missing (caller frees), and
- * *ret_short the short form for STATUS=.  Out of memory or a failed read is
- * not "met". */
-char *node_missing_dependencies(struct node *n, char **ret_short)
+/* 1 when every dependency is met; 0 and what is missing in *ret_missing and
+ * its short form for STATUS= in *ret_short (caller frees both) when one is
+ * not, or when out of memory; -EAGAIN while the catalog to check them
+ * against is read (its answer evaluates again). */
+int node_check_dependencies(struct node *n, char **ret_missing, char **ret_short)
 {
 	const struct config *cfg = n->opt.config;
 	_cleanup_(buf_releasep) struct buf b = BUF_INIT, s = BUF_INIT;
-	_cleanup_(catalog_releasep) struct catalog tmp = CATALOG_INIT;
 	const struct catalog *cat;
 	int r = 0;
 
 	if (cfg->n_depends == 0)
-		return NULL;
-	r = node_dependency_catalog(n, &tmp, &cat);
+		return 1;
+	r = node_dependency_catalog(n, &cat);
+	if (r == 0)
+		return -EAGAIN;
 	if (r < 0) {
 		_cleanup_(buf_releasep) struct buf why = BUF_INIT;
-		(void)buf_printf(&why, "cannot check dependencies: %s", node_etcd_error(n));
-		*ret_short = strdup("dependencies (etcd unreachable)");
-		return buf_detach(&why);
+		(void)buf_printf(&why, "cannot check dependencies: %s", strerror(-r));
+		*ret_short = strdup("dependencies (cannot check)");
+		*ret_missing = buf_detach(&why);
+		return 0;
 	}
+	r = 0;
 	for (size_t i = 0; i < cfg->n_depends && r >= 0; i++) {
 		const struct config_depend *d = &cfg->depends[i];
 		size_t have = catalog_count_hosts(cat, d->service, d->healthy);
@@ -97,12 +102,14 @@ char *node_missing_dependencies(struct node *n, char **ret_short)
 	}
 	if (r < 0) {
 		*ret_short = strdup("dependencies (out of memory)");
-		return strdup("cannot check dependencies: out of memory");
+		*ret_missing = strdup("cannot check dependencies: out of memory");
+		return 0;
 	}
 	if (b.len == 0)
-		return NULL;
+		return 1;
 	*ret_short = buf_detach(&s);
-	return buf_detach(&b);
+	*ret_missing = buf_detach(&b);
+	return 0;
 }
 
 static int node_halt(struct node *n, const char *reason, size_t failed);
@@ -194,13 +201,16 @@ void node_rollout_stop(struct node *n)
 {
 	node_timer_cancel(&n->rollout.progress_timer);
 	node_unwatch_stage(n);
+	node_facts_release(n);
 }
 
 static int node_on_stage_events(const struct etcd_event *ev, size_t count, int64_t revision,
 				void *userdata)
 {
-	if (count > 0)
+	if (count > 0) {
+		node_facts_seen(userdata, revision);	/* the facts read before are stale */
 		node_schedule_evaluate(userdata);
+	}
 	return 0;
 }
 
@@ -216,18 +226,16 @@ static int node_watch_stage(struct node *n, int64_t from)
 					node_on_watch_error, n, &n->rollout.stage_watch);
 }
 
-/* The alive hosts max_fail_percent is a share of (one count-only read). */
-static int node_count_alive(struct node *n, long *ret)
+/* The alive hosts max_fail_percent is a share of, from the node's facts: 1
+ * and *ret, or 0 while they are read.  since as node_facts_get()'s. */
+static int node_count_alive(struct node *n, int64_t since, long *ret)
 {
-	size_t alive;
-	int r = fleet_alive_count(&n->fleet, &alive);
-	if (r < 0) {
-		log_warnx("cannot count the alive hosts for the failure budget: %s",
-			  node_etcd_error(n));
+	const struct fleet_facts *x;
+	int r = node_facts_get(n, FACTS_ALIVE, since, &x);
+	if (r <= 0)
 		return r;
-	}
-	*ret = (long)alive;
-	return 0;
+	*ret = (long)x->alive;
+	return 1;
 }
 
 /* The queueing txn ended (node_write.c). */
@@ -340,21 +348,30 @@ int node_take_slot(struct node *n, struct slot_wait *ret_wait)
 	const struct config *cfg = n->opt.config;
 	struct rollout_ask ask = { .alive = -1, .has_slot = node_slot_held(n) };
 	struct rollout_decision d = { 0 };
+	const struct fleet_facts *x = NULL;
 	int r;
 
 	if (n->sync.model.policy_state == 0) {
 		node_release_slot(n);
 		return 1;
 	}
+	if ((policy->n_groups || (policy->max_percent > 0 && policy->max_parallel <= 0)) &&
+	    !node_slot_held(n)) {
+		/* Both need the fleet beyond the model: wait for its facts. */
+		if ((r = node_facts_get(n, policy->n_groups ? FACTS_STAGES : FACTS_ALIVE, 0,
+					&x)) <= 0) {
+			ret_wait->reading = r == 0;
+			return r;
+		}
+	}
 	if (policy->n_groups && !node_slot_held(n)) {
-		int64_t revision = 0;
-		r = fleet_stage_ready(&n->fleet, policy, cfg->group, n->host, n->sync.model.desired,
-				      &ret_wait->group, &ret_wait->behind, &revision);
+		r = fleet_facts_stage_ready(x, policy, cfg->group, n->host, n->sync.model.desired,
+					    &ret_wait->group, &ret_wait->behind);
 		if (r < 0)
 			return r;
 		if (r == 0) {
 			node_drop_holder(n);
-			return node_watch_stage(n, revision + 1);
+			return node_watch_stage(n, x->revision + 1);
 		}
 		node_unwatch_stage(n);
 	}
@@ -362,12 +379,13 @@ int node_take_slot(struct node *n, struct slot_wait *ret_wait)
 		if (policy->max_parallel > 0)
 			ask.limit = policy->max_parallel;
 		else if (policy->max_percent > 0 &&
-			 (r = fleet_percent_limit(&n->fleet, policy, cfg->group, &ask.limit)) < 0)
+			 (r = fleet_facts_percent_limit(x, policy, cfg->group, &ask.limit)) < 0)
 			return r;
 	}
 	for (;;) {
 		ask.queued = n->rollout.slot != SLOT_NONE;
 		free(d.halt_reason);
+		d.halt_reason = NULL;
 		if ((r = fleet_model_decide(&n->sync.model, &ask, &d)) < 0)
 			return r;
 		if (d.verdict == ROLLOUT_QUEUE) {
@@ -376,12 +394,14 @@ int node_take_slot(struct node *n, struct slot_wait *ret_wait)
 			if ((r = node_queue(n)) < 0)
 				return r;
 			break;
-		} else if (d.verdict == ROLLOUT_COUNT_ALIVE && ask.alive < 0)
-			r = node_count_alive(n, &ask.alive);
-		else
+		} else if (d.verdict == ROLLOUT_COUNT_ALIVE && ask.alive < 0) {
+			if ((r = node_count_alive(n, 0, &ask.alive)) <= 0) {
+				free(d.halt_reason);
+				ret_wait->reading = r == 0;
+				return r;
+			}
+		} else
 			break;
-		if (r < 0)
-			return r;
 	}
 	_cleanup_(freep) char *halt_reason = d.halt_reason;
 
@@ -505,7 +525,11 @@ int node_check_budget(struct node *n)
 		return 0;
 	n->rollout.budget_trigger = m->trigger;
 	n->rollout.budget_count = failed;
-	r = node_budget_exceeded(n, failed, &reason);
+	r = node_budget_exceeded(n, failed, 0, &reason);
+	if (r == -EAGAIN) {
+		n->rollout.budget_trigger = 0;	/* checked again with the answer */
+		return 1;			/* nothing starts meanwhile */
+	}
 	if (r < 0) {
 		n->rollout.budget_trigger = 0;
 		node_retry_later(n);
@@ -560,16 +584,17 @@ int node_check_released(struct node *n)
 		/* Their records are not in the model yet: count them in. */
 		_cleanup_(freep) char *reason = NULL;
 		size_t failed = fleet_model_failures(m) + wrote;
-		if (node_budget_exceeded(n, failed, &reason) > 0)
+		if (node_budget_exceeded(n, failed, 0, &reason) > 0)
 			return node_halt(n, reason, failed);
 	}
 	return 0;
 }
 
 /* Whether failed hosts are more than the policy's budget
- * (rollout_budget_spent): 1 and *ret_reason, 0, or a negative code
- * (max_fail_percent counts the alive hosts, one read, when a host failed). */
-int node_budget_exceeded(struct node *n, size_t failed, char **ret_reason)
+ * (rollout_budget_spent): 1 and *ret_reason, 0, -EAGAIN while the alive
+ * hosts max_fail_percent is a share of are read (the answer evaluates
+ * again), or another negative code.  since as node_facts_get()'s. */
+int node_budget_exceeded(struct node *n, size_t failed, int64_t since, char **ret_reason)
 {
 	const struct rollout_policy *p = &n->sync.model.policy;
 	long alive = -1;
@@ -579,8 +604,8 @@ int node_budget_exceeded(struct node *n, size_t failed, char **ret_reason)
 		return 0;
 	r = rollout_budget_spent(p, failed, alive, ret_reason);
 	if (r == -EAGAIN) {
-		if ((r = node_count_alive(n, &alive)) < 0)
-			return -EIO;
+		if ((r = node_count_alive(n, since, &alive)) <= 0)
+			return r == 0 ? -EAGAIN : r;
 		r = rollout_budget_spent(p, failed, alive, ret_reason);
 	}
 	return r;

@@ -350,11 +350,14 @@ static int node_batch_failure(struct node *n, struct fleet_batch *b, const char 
 	 * it, and a failure stops the rollout where it is.  The failure that
 	 * spends the budget keeps its slot too: no other host may start
 	 * between it and the halt (node_check_budget, once this record is
-	 * seen). */
+	 * seen).  max_fail_percent counts the alive hosts as read since the
+	 * rollout's trigger (node_facts_prefetch at the run's start); when
+	 * there is no such count, the host keeps its slot, the careful way. */
 	if (n->rollout.slot != SLOT_NONE && current && m->policy_state == 1 &&
 	    rollout_policy_has_budget(&m->policy)) {
 		_cleanup_(freep) char *reason = NULL;
-		r = node_budget_exceeded(n, fleet_model_failures(m) + !recorded, &reason);
+		r = node_budget_exceeded(n, fleet_model_failures(m) + !recorded, n->run.trigger,
+					 &reason);
 		if (r == 0 && (r = node_slot_batch_release(n, b)) < 0)
 			return r;
 	}
@@ -814,6 +817,7 @@ static void node_start_written(struct node *n, int r)
 	}
 	node_retry_reset(n);
 	n->run.started = fleet_now();
+	node_facts_prefetch(n);
 	if (n->run.start_retry)
 		log_fields(LOG_INFO, n->run.version, NULL,
 			   "attempt %ld at %s (failed since %lld)", n->run.attempts + 1, n->run.version,

@@ -233,8 +233,7 @@ static int node_read_begin(struct node *n)
 	    (r = fleet_model_init(&n->sync.fresh, n->fleet.prefix, n->host,
 				  n->opt.config->group, consumed)) < 0)
 		return r;
-	/* --once gives etcd its request timeout: cron waits behind it. */
-	return fleet_model_read_start(&n->fleet, &n->sync.fresh, n->once ? 0 : NODE_ETCD_PATIENCE_MS,
+	return fleet_model_read_start(&n->fleet, &n->sync.fresh, node_etcd_patience(n),
 				      node_on_model_read, n, &n->sync.read);
 }
 
