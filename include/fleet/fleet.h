@@ -162,6 +162,13 @@ int run_error_line(const char *detail, char **ret);
 /* fleet_cli.c: history/HOST: 1 and *ret when the key exists (an undecodable
  * value gives no runs), 0 when it does not.  One read. */
 int fleet_history_get(struct fleet *f, const char *host, struct run_history *ret);
+/* fleet.c: the same read without blocking (the daemon's, at its start): fn
+ * runs from the loop with 1 and the runs (it may take them), 0 when the key
+ * does not exist, -EACCES when etcd refuses it to this host, or another
+ * error; *ret is the call in flight, for fleet_call_cancel(), until then. */
+typedef void (*fleet_history_fn)(int result, struct run_history *h, void *userdata);
+int fleet_history_read_start(struct fleet *f, const char *host, long patience_ms,
+			     fleet_history_fn fn, void *userdata, struct etcd_call **ret);
 /* Whether the last request failed because etcd refused history/HOST (a
  * node role made by hand before the history existed): the daemon then keeps
  * no history rather than lose its end txns. */

@@ -647,6 +647,50 @@ int fleet_read_catalog(struct fleet *f, int64_t revision, struct catalog *ret)
 	return 0;
 }
 
+/* --- the run history, read by the daemon ------------------------------------------------ */
+
+struct history_read {
+	fleet_history_fn fn;
+	void *userdata;
+};
+
+static void history_on_snapshot(int error, struct etcd_kv_list *lists, size_t n,
+				int64_t revision, void *userdata)
+{
+	_cleanup_(freep) struct history_read *rd = userdata;
+	_cleanup_(run_history_releasep) struct run_history h = { 0 };
+	int r = error;
+
+	if (r >= 0 && (n != 1 || lists[0].n == 0))
+		r = 0;		/* no history yet */
+	else if (r >= 0) {
+		/* an undecodable value: a key with no runs */
+		r = run_history_decode(lists[0].kvs[0].value, lists[0].kvs[0].value_len, &h);
+		r = r == -ENOMEM ? r : 1;
+	}
+	rd->fn(r, r > 0 ? &h : NULL, rd->userdata);
+}
+
+int fleet_history_read_start(struct fleet *f, const char *host, long patience_ms,
+			     fleet_history_fn fn, void *userdata, struct etcd_call **ret)
+{
+	_cleanup_(freep) char *key = NULL;
+	_cleanup_(freep) struct history_read *rd = NULL;
+	int r;
+
+	if (!name_ok(host))
+		return -EINVAL;
+	if (!(key = key_history(fleet_prefix(f), host)) || !(rd = calloc(1, sizeof(*rd))))
+		return -ENOMEM;
+	rd->fn = fn;
+	rd->userdata = userdata;
+	const struct etcd_range range = { key, false, 0 };
+	r = etcd_snapshot_start(f->etcd, &range, 1, 0, patience_ms, history_on_snapshot, rd, ret);
+	if (r >= 0)
+		rd = NULL;	/* the call owns it */
+	return r;
+}
+
 /* --- pause --------------------------------------------------------------------------- */
 
 static char *pause_key(const char *P, enum pause_scope scope, const char *name)

@@ -17,9 +17,9 @@
  * the model's read do not block either (node_lease.c, node_sync.c), nor do
  * the reads a decision needs beyond the model (node_facts.c: max_percent's
  * and max_fail_percent's alive count, an earlier group's progress, a
- * dependency's entries).  What is left blocks the loop: the rarer writes (a
- * halt, a dead holder's record, an interrupted run's status at stop, the run
- * history's read at start).  Each waits up to etcd.timeout per endpoint
+ * dependency's entries), nor the run history's read at start.  What is left
+ * blocks the loop: the rarer writes (a halt, a dead holder's record, an
+ * interrupted run's status at stop).  Each waits up to etcd.timeout per endpoint
  * tried, so an etcd that does not answer holds the loop that long for every
  * endpoint.
  *

@@ -172,6 +172,7 @@ struct node_run {
 	 * the first sync and rewritten whole by each run's end txn. */
 	struct run_history history;
 	bool history_known;		/* read (or found absent): safe to rewrite */
+	struct etcd_call *history_read;	/* its read, in flight */
 	bool history_denied;		/* etcd refuses it to this host: none kept */
 	int64_t started;		/* unix time the run's hooks started; 0: none */
 };

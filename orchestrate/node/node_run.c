@@ -44,6 +44,7 @@
 #include "config/local.h"
 #include "base/strv.h"
 #include "base/utf8.h"
+#include "fleet/fleet_lease.h"
 #include "fleet/fleet_rollout.h"
 #include "base/log.h"
 #include "node_internal.h"
@@ -256,33 +257,46 @@ static void node_history_check_denied(struct node *n, int r)
 		node_history_denied(n);
 }
 
-/* Reads history/HOST (at the first sync, or at a run's end when that read
- * failed): the runs kept before this life of the daemon.  Until it is read
- * the end txns leave the key alone rather than overwrite older runs. */
-static void node_history_load(struct node *n)
+/* history/HOST's read ended. */
+static void node_on_history(int result, struct run_history *old, void *userdata)
 {
-	_cleanup_(run_history_releasep) struct run_history old = { 0 };
-	int r;
+	struct node *n = userdata;
 
-	if (n->run.history_known || n->run.history_denied)
-		return;
-	r = fleet_history_get(&n->fleet, n->host, &old);
-	if (r == -EACCES) {
+	n->run.history_read = NULL;
+	if (result == -EACCES) {
 		node_history_denied(n);
 		return;
 	}
-	if (r < 0) {
+	if (result < 0) {
 		log_warnx("cannot read this host's run history: %s", node_etcd_error(n));
 		return;
 	}
-	/* Runs ended before the read (it failed at start) go in front. */
-	for (size_t i = n->run.history.n; i-- > 0;)
-		if (run_history_prepend(&old, &n->run.history.runs[i]) < 0)
-			return;
-	run_history_release(&n->run.history);
-	n->run.history = old;
-	memset(&old, 0, sizeof(old));
+	if (result > 0) {
+		/* Runs ended before the read (it failed at start) go in front. */
+		for (size_t i = n->run.history.n; i-- > 0;)
+			if (run_history_prepend(old, &n->run.history.runs[i]) < 0)
+				return;
+		run_history_release(&n->run.history);
+		n->run.history = *old;
+		*old = (struct run_history){ 0 };
+	}
 	n->run.history_known = true;
+}
+
+/* Reads history/HOST (at the first sync, or at a run's end when that read
+ * failed), without blocking: the runs kept before this life of the daemon.
+ * Until it is read the end txns leave the key alone rather than overwrite
+ * older runs. */
+static void node_history_load(struct node *n)
+{
+	int r;
+
+	if (n->run.history_known || n->run.history_denied || n->run.history_read)
+		return;
+	r = fleet_history_read_start(&n->fleet, n->host, node_etcd_patience(n), node_on_history,
+				     n, &n->run.history_read);
+	if (r < 0)
+		log_warnx("cannot read this host's run history: %s", strerror(-r));
 }
 
 /* A run ended: its entry goes in front of the history in memory (the end
@@ -1007,6 +1021,8 @@ void node_run_release(struct node *n)
 	free(n->run.local);
 	free(n->run.fail_version);
 	free(n->run.running_published);
+	fleet_call_cancel(n->run.history_read);
+	n->run.history_read = NULL;
 	run_history_release(&n->run.history);
 	n->run = (struct node_run){ 0 };
 }
