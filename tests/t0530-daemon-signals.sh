@@ -117,6 +117,32 @@ test_expect_success 'SIGTERM while etcd has not answered the first registration:
 '
 kill -CONT "$(cat "$ETCD_STATE/etcd/pid")" 2>/dev/null
 
+# The stop's last words to etcd (the interrupted run, the lease's revoke) are
+# requests like any other: they do not hold the loop, and an etcd that does
+# not answer holds the stop STOP_ETCD_USEC (5 s) in all, where the blocking
+# calls took etcd.timeout (5 s) each.  What was not recorded is found by the
+# next start (puppet/running left behind).
+test_expect_success 'SIGTERM during a run while etcd is stopped: exits within 5 s of the hook, the next start records the run interrupted' '
+	node_setup s6 &&
+	echo 60 >s6/config.sleep &&
+	etcdctl_put /current_version v6 &&
+	start_node s6 &&
+	wait_for "status_is s6 puppet running && test -n \"\$(hook_pgid s6)\"" 15 &&
+	kill -STOP "$(cat "$ETCD_STATE/etcd/pid")" &&
+	kill -TERM "$(node_pid s6)" &&
+	wait_for "grep -q \"stopping: waiting\" s6/log" 5 &&
+	wait_for "test -s s6/exit" 8 &&
+	kill -CONT "$(cat "$ETCD_STATE/etcd/pid")" &&
+	grep -q "still running after the stop grace period" s6/log &&
+	status_is s6 puppet running &&
+	echo 0 >s6/config.sleep &&
+	start_node s6 &&
+	wait_for "grep -q \"puppet/running from an earlier run: it was interrupted\" s6/log" 20 &&
+	wait_for "node_at s6 v6" 30 &&
+	stop_node s6
+'
+kill -CONT "$(cat "$ETCD_STATE/etcd/pid")" 2>/dev/null
+
 test_expect_success 'usage errors exit 64' '
 	test_expect_code 64 orchestrated --bogus 2>err &&
 	test_expect_code 64 orchestrated extra-arg 2>err &&

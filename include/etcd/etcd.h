@@ -240,6 +240,10 @@ int etcd_lease_keepalive_start(struct etcd_client *c, int64_t id, long timeout_m
  * a resend, leaves an unused lease that expires by itself.) */
 int etcd_lease_grant_start(struct etcd_client *c, int64_t ttl, long timeout_ms,
 			   etcd_value_fn fn, void *userdata, struct etcd_call **ret);
+/* A lease revoke (the value is 0): the lease's keys go at once, not at its
+ * expiry.  A lease that expired already counts as revoked. */
+int etcd_lease_revoke_start(struct etcd_client *c, int64_t id, long timeout_ms,
+			    etcd_value_fn fn, void *userdata, struct etcd_call **ret);
 /* A txn; the value is the revision it was applied at.  -ECANCELED when its
  * compares failed (nothing written); a settled txn (etcd_txn_settle) whose
  * first send was applied counts as applied, at the witness's revision.  The

@@ -29,6 +29,10 @@ int fleet_lease_keepalive_start(struct fleet *f, int64_t id, long patience_ms,
 /* A grant, asynchronous: fn gets 0 and the new lease's id, or an error. */
 int fleet_lease_grant_start(struct fleet *f, int64_t ttl, long patience_ms, fleet_lease_fn fn,
 			    void *userdata, struct etcd_call **ret);
+/* A revoke, asynchronous (the daemon's, at its stop): fn gets 0 (a lease
+ * that expired already counts as revoked) or an error. */
+int fleet_lease_revoke_start(struct fleet *f, int64_t id, long patience_ms, fleet_lease_fn fn,
+			     void *userdata, struct etcd_call **ret);
 /* Stops a call that has not called back yet (NULL: nothing); fn never runs. */
 void fleet_call_cancel(struct etcd_call *call);
 

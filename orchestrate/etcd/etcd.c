@@ -1315,13 +1315,18 @@ int etcd_decode_keepalive(struct etcd_client *c, const cJSON *reply, int64_t *re
 	return 0;
 }
 
-int etcd_keepalive_body(int64_t id, char **ret_text)
+int etcd_lease_body(int64_t id, char **ret_text)
 {
 	_cleanup_(cJSON_Deletep) cJSON *body = cJSON_CreateObject();
 	if (!body || add_int64(body, "ID", id) < 0)
 		return -ENOMEM;
 	*ret_text = cJSON_PrintUnformatted(body);
 	return *ret_text ? 0 : -ENOMEM;
+}
+
+bool etcd_lease_was_gone(const struct etcd_client *c, int error)
+{
+	return error == -EINVAL && strstr(etcd_last_error(c), "not found");
 }
 
 int etcd_lease_revoke(struct etcd_client *c, int64_t id)
@@ -1331,10 +1336,7 @@ int etcd_lease_revoke(struct etcd_client *c, int64_t id)
 	if (!body || add_int64(body, "ID", id) < 0)
 		return -ENOMEM;
 	int r = etcd_call(c, "/v3/lease/revoke", body, &reply);
-	/* A lease that has already expired is as revoked as it gets. */
-	if (r == -EINVAL && strstr(etcd_last_error(c), "not found"))
-		return 0;
-	return r;
+	return etcd_lease_was_gone(c, r) ? 0 : r;
 }
 
 /* --- cluster ----------------------------------------------------------------- */

@@ -49,6 +49,7 @@ struct etcd_call {
 	char *witness;			/* a settled txn's (etcd_txn_witness) */
 	int64_t since;			/* ...and its etcd_txn_settle() revision */
 	bool either;			/* a txn whose failure branch is a success too */
+	bool gone_is_done;		/* a revoke: a lease gone already is revoked */
 	struct etcd_snapshot *snapshot;	/* a snapshot read's ranges and lists */
 	etcd_value_fn fn;
 	void *userdata;
@@ -131,6 +132,8 @@ static void call_finish(struct etcd_call *call, int error, const cJSON *reply)
 
 	if (error >= 0)
 		error = call->decode(call, reply, &value);
+	else if (call->gone_is_done && etcd_lease_was_gone(call->c, error))
+		error = 0;
 	if (error > 0) {
 		/* The next request of the same call, from the member that just
 		 * answered (c->current). */
@@ -401,7 +404,7 @@ int etcd_lease_keepalive_start(struct etcd_client *c, int64_t id, long timeout_m
 			       etcd_value_fn fn, void *userdata, struct etcd_call **ret)
 {
 	char *body = NULL;
-	int r = etcd_keepalive_body(id, &body);
+	int r = etcd_lease_body(id, &body);
 	if (r < 0)
 		return r;
 	return call_start_keepalive(c, body, timeout_ms, fn, userdata, ret);
@@ -416,6 +419,25 @@ int etcd_lease_grant_start(struct etcd_client *c, int64_t ttl, long timeout_ms,
 		return r;
 	return call_start(c, "/v3/lease/grant", body, timeout_ms, call_decode_grant, NULL, fn,
 			  userdata, ret);
+}
+
+static int call_decode_nothing(struct etcd_call *call, const cJSON *reply, int64_t *ret)
+{
+	return 0;
+}
+
+int etcd_lease_revoke_start(struct etcd_client *c, int64_t id, long timeout_ms,
+			    etcd_value_fn fn, void *userdata, struct etcd_call **ret)
+{
+	char *body = NULL;
+	int r = etcd_lease_body(id, &body);
+	if (r < 0)
+		return r;
+	if ((r = call_start(c, "/v3/lease/revoke", body, timeout_ms, call_decode_nothing, NULL,
+			    fn, userdata, ret)) < 0)
+		return r;
+	(*ret)->gone_is_done = true;
+	return 0;
 }
 
 int etcd_txn_commit_start(struct etcd_client *c, const struct etcd_txn *t, long timeout_ms,

@@ -117,11 +117,15 @@ cJSON *etcd_range_request(const char *key, size_t key_len, const char *end, size
 			  unsigned flags, long page_size, int64_t revision);
 /* The endpoint that answered last (or will be tried first). */
 const char *etcd_current_endpoint(const struct etcd_client *c);
+/* Whether the last error is etcd's "lease not found": a lease that expired
+ * already is as revoked as it gets. */
+bool etcd_lease_was_gone(const struct etcd_client *c, int error);
 /* Drops the token and authenticates again (blocking). */
 int etcd_reauthenticate(struct etcd_client *c);
 
-/* The lease keepalive's request body, and its reply read into the TTL. */
-int etcd_keepalive_body(int64_t id, char **ret_text);
+/* The body of a request about one lease (a keepalive, a revoke), and a
+ * keepalive's reply read into the TTL. */
+int etcd_lease_body(int64_t id, char **ret_text);
 int etcd_decode_keepalive(struct etcd_client *c, const cJSON *reply, int64_t *ret_ttl);
 /* A lease grant's request body, and its reply read into the lease id. */
 int etcd_grant_body(int64_t ttl, char **ret_text);

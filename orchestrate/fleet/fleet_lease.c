@@ -18,6 +18,12 @@ int fleet_lease_revoke(struct fleet *f, int64_t id)
 	return etcd_lease_revoke(f->etcd, id);
 }
 
+int fleet_lease_revoke_start(struct fleet *f, int64_t id, long patience_ms, fleet_lease_fn fn,
+			     void *userdata, struct etcd_call **ret)
+{
+	return etcd_lease_revoke_start(f->etcd, id, patience_ms, fn, userdata, ret);
+}
+
 int fleet_lease_keepalive_start(struct fleet *f, int64_t id, long patience_ms,
 				fleet_lease_fn fn, void *userdata, struct etcd_call **ret)
 {

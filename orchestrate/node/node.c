@@ -73,6 +73,9 @@
 
 /* How long SIGTERM waits for running hooks before killing them. */
 #define STOP_GRACE_USEC (HOOK_KILL_GRACE_USEC + 5 * USEC_PER_SEC)
+/* How long the stop waits for etcd to take its last writes (an interrupted
+ * run, the lease's revoke) when no hook was running. */
+#define STOP_ETCD_USEC (5 * USEC_PER_SEC)
 /* The first request to etcd waits at most this long, at random (node_start). */
 #define START_SPREAD_USEC USEC_PER_SEC
 
@@ -612,30 +615,38 @@ static int node_on_once_deadline(sd_event_source *s, uint64_t usec, void *userda
 static int node_on_stop_timer(sd_event_source *s, uint64_t usec, void *userdata)
 {
 	struct node *n = userdata;
-	log_warnx("hooks or a write still running after the stop grace period, leaving them");
+	log_warnx("hooks or a request to etcd still running after the stop grace period, "
+		  "leaving them");
+	n->stop_final = true;
 	node_run_abandon(n);
 	node_catalog_abandon(n);
 	node_write_abandon(n);
+	node_keepalive_stop(n);
 	node_finish_stop(n);
 	return 0;
 }
 
-/* Runs when no hook is left: records an interrupted run, revokes the lease. */
+/* Runs when no hook is left: records an interrupted run, revokes the lease,
+ * each without blocking the loop (the end of each calls again), then exits.
+ * What the stop still tells etcd has STOP_ETCD_USEC in all. */
 void node_finish_stop(struct node *n)
 {
-	if (n->run.hook || n->catalog.services_hook || n->write)
+	if (n->run.hook || n->catalog.services_hook || n->write || n->lease.revoke_call)
 		return;	/* the last of them calls again */
-	node_timer_cancel(&n->stop_timer);
-	if (n->sync.synced && n->run.version &&
-	    (n->state == NODE_RUN_CONFIG || n->state == NODE_RUN_UPGRADE ||
-	     n->state == NODE_RUN_VALIDATE || n->state == NODE_BAKE))
-		node_status(n, STATUS_PUPPET, STATE_FAILED, n->run.version, -1, "interrupted");
-	node_stop_watches(n);
-	if (n->lease.registered && !n->once) {
-		/* alive/ and the services disappear now rather than at expiry. */
-		if (fleet_lease_revoke(&n->fleet, n->lease.id) < 0)
-			log_warnx("cannot revoke lease: %s", node_etcd_error(n));
+	if (!n->stop_final && !n->stop_recorded) {
+		n->stop_recorded = true;
+		node_timer_cancel(&n->stop_timer);
+		(void)node_timer_arm(n, &n->stop_timer, STOP_ETCD_USEC, node_on_stop_timer);
+		if (n->sync.synced && n->run.version &&
+		    (n->state == NODE_RUN_CONFIG || n->state == NODE_RUN_UPGRADE ||
+		     n->state == NODE_RUN_VALIDATE || n->state == NODE_BAKE) &&
+		    node_run_record_interrupted(n))
+			return;
 	}
+	node_stop_watches(n);
+	if (!n->stop_final && node_lease_revoke_begin(n))
+		return;
+	node_timer_cancel(&n->stop_timer);
 	node_set_state(n, NODE_STOPPING, "stopped");
 	(void)sd_event_exit(n->event, n->exit_code);
 }
@@ -644,9 +655,11 @@ void node_stop(struct node *n)
 {
 	if (n->stop_requested) {
 		/* A second SIGTERM: do not wait any longer. */
+		n->stop_final = true;
 		node_run_abandon(n);
 		node_catalog_abandon(n);
 		node_write_abandon(n);
+		node_keepalive_stop(n);
 		node_finish_stop(n);
 		return;
 	}

@@ -81,6 +81,8 @@ struct node_lease {
 	void (*register_done)(struct node *n, int error);
 	sd_event_source *keepalive;	/* the next keepalive's timer */
 	struct etcd_call *keepalive_call; /* the keepalive in flight, or NULL */
+	struct etcd_call *revoke_call;	/* the stop's revoke in flight, or NULL */
+	bool revoke_sent;		/* the stop revoked it (or tried) */
 	uint64_t keepalive_sent;	/* when it was sent (CLOCK_MONOTONIC usec) */
 	uint64_t refreshed;		/* when the last one etcd answered was sent */
 	unsigned keepalive_failures;	/* in a row, for the backoff */
@@ -213,6 +215,8 @@ struct node {
 	/* stop */
 	bool stopping;			/* no new work: stopping or --once ending */
 	bool stop_requested;		/* node_stop() was called */
+	bool stop_recorded;		/* the stop queued what etcd should know */
+	bool stop_final;		/* the stop's grace is over: exit now */
 	sd_event_source *stop_timer;
 };
 
@@ -306,6 +310,10 @@ int node_register_begin(struct node *n, node_write_fn done);
 void node_keepalive_stop(struct node *n);
 /* Sends a keepalive now on the node's current client (after a reconnect). */
 void node_keepalive_restart(struct node *n);
+/* At the stop: revokes the lease, so that alive/ and the services go now
+ * rather than at its expiry.  true while the revoke is in flight (its end
+ * calls node_finish_stop() again); once per life. */
+bool node_lease_revoke_begin(struct node *n);
 
 /* node_sync.c */
 void node_schedule_resync(struct node *n, uint64_t delay_usec);
@@ -419,8 +427,11 @@ bool node_failed_here(const struct node *n);
 
 /* node_run.c */
 void node_read_local(struct node *n);
-void node_status(struct node *n, enum status_type type, enum status_state state,
-		 const char *version, int exit_code, const char *detail);
+/* At the stop, a run in progress is recorded as interrupted (puppet/failed)
+ * in a queued write: true when it is in flight (its end calls
+ * node_finish_stop() again).  One that does not land is found by the next
+ * start's sync (puppet/running left behind) and recorded then. */
+bool node_run_record_interrupted(struct node *n);
 int node_build_env(struct node *n, const char *version, char ***ret);
 /* Starts the run the evaluation decided on; false when etcd refused the start
  * because the fleet changed since the model's view (the guard): the node

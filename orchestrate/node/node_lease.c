@@ -417,6 +417,32 @@ static int node_on_keepalive(sd_event_source *s, uint64_t usec, void *userdata)
 	return 0;
 }
 
+static void node_on_revoked(int error, int64_t ttl, void *userdata)
+{
+	struct node *n = userdata;
+
+	n->lease.revoke_call = NULL;
+	if (error < 0)
+		log_warnx("cannot revoke lease: %s", node_etcd_error(n));
+	node_finish_stop(n);
+}
+
+bool node_lease_revoke_begin(struct node *n)
+{
+	int r;
+
+	if (n->lease.revoke_sent || !n->lease.registered || n->once)
+		return false;
+	n->lease.revoke_sent = true;
+	r = fleet_lease_revoke_start(&n->fleet, n->lease.id, 0, node_on_revoked, n,
+				     &n->lease.revoke_call);
+	if (r < 0) {
+		log_warnx("cannot revoke lease: %s", strerror(-r));
+		return false;
+	}
+	return true;
+}
+
 void node_keepalive_stop(struct node *n)
 {
 	node_timer_cancel(&n->lease.keepalive);
@@ -425,6 +451,8 @@ void node_keepalive_stop(struct node *n)
 	fleet_call_cancel(n->lease.register_call);
 	n->lease.register_call = NULL;
 	n->lease.register_done = NULL;
+	fleet_call_cancel(n->lease.revoke_call);
+	n->lease.revoke_call = NULL;
 }
 
 void node_keepalive_restart(struct node *n)

@@ -86,13 +86,29 @@ static int node_write_local(struct node *n, const char *version)
 
 /* --- status ------------------------------------------------------------------------- */
 
-void node_status(struct node *n, enum status_type type, enum status_state state,
-		 const char *version, int exit_code, const char *detail)
+/* The interrupted run's write ended. */
+static void node_interrupted_written(struct node *n, int r)
 {
-	int r = fleet_set_status(&n->fleet, n->host, type, state, version, exit_code, detail);
 	if (r < 0)
-		log_warnx("cannot set status %s/%s: %s", status_type_name(type),
-			  status_state_name(state), node_etcd_error(n));
+		log_warnx("cannot record the interrupted run: %s", node_etcd_error(n));
+}
+
+bool node_run_record_interrupted(struct node *n)
+{
+	struct fleet_batch *b = NULL;
+	int r;
+
+	if ((r = fleet_batch_new(&n->fleet, &b)) < 0 ||
+	    (r = fleet_batch_status(b, n->host, STATUS_PUPPET, STATE_FAILED, n->run.version, -1,
+				    "interrupted")) < 0) {
+		fleet_batch_free(b);
+		node_interrupted_written(n, r);
+		return false;
+	}
+	r = node_write_begin(n, b, "the interrupted run's status", node_interrupted_written);
+	if (r < 0)
+		node_interrupted_written(n, r);
+	return r == 0;
 }
 
 /* --- hooks -------------------------------------------------------------------------- */
