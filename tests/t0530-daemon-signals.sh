@@ -56,6 +56,17 @@ test_expect_success 'SIGHUP with a good file applies it' '
 	grep -q "configuration reloaded" s3/log
 '
 
+test_expect_success 'SIGHUP with a new group registers the node in it' '
+	etcdctl_exists /groups/g1/s3 &&
+	sed -i "s/^  group: g1$/  group: g2/" s3/orchestrate.yaml &&
+	grep -q "^  group: g2$" s3/orchestrate.yaml &&
+	kill -HUP $(node_pid s3) &&
+	wait_for "grep -q \"registered in group g2\" s3/log" 10 &&
+	etcdctl_exists /groups/g2/s3 &&
+	etcdctl_ get -w json /alive/s3 | grep -q "\"lease\":" &&
+	! grep -q "cannot register the new group" s3/log
+'
+
 test_expect_success 'SIGHUP with a bad file keeps the running configuration' '
 	cp s3/orchestrate.yaml s3/good.yaml &&
 	sed -i "s/^  splay: 0$/  splay: 0\n  bogus_key: 1/" s3/orchestrate.yaml &&

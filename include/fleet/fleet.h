@@ -190,11 +190,6 @@ void host_runs_free(struct host_run *r, size_t n);
 
 /* --- registration ---------------------------------------------------------- */
 
-/* Puts alive/HOST {"time","version","pid"} under lease, status/provisioned/
- * success/HOST (one txn with the provisioned move) and groups/GROUP/HOST when
- * group is not NULL. */
-int fleet_register(struct fleet *f, const char *host, const char *group, const char *version,
-		   long pid, int64_t lease);
 int fleet_provision(struct fleet *f, const char *host);
 /* Deletes every key of host in one txn; returns the number of keys deleted. */
 int fleet_decommission(struct fleet *f, const char *host);
@@ -409,8 +404,11 @@ int fleet_batch_commit_start(struct fleet_batch *b, long patience_ms, fleet_comm
 int fleet_batch_applied_start(struct fleet_batch *b, long patience_ms, fleet_commit_fn fn,
 			      void *userdata, struct etcd_call **ret);
 /*
- * fleet_register() without blocking: fn gets 0 and the revision, or the error.
- * Its txn writes the same whichever branch holds, so a resend is harmless.
+ * The registration, without blocking: puts alive/HOST {"time","version","pid"}
+ * under lease, status/provisioned/success/HOST (one txn with the provisioned
+ * move) and groups/GROUP/HOST when group is not NULL.  fn gets 0 and the
+ * revision, or the error.  Its txn writes the same whichever branch holds,
+ * so a resend is harmless.
  */
 int fleet_register_start(struct fleet *f, const char *host, const char *group,
 			 const char *version, long pid, int64_t lease, long patience_ms,

@@ -483,16 +483,6 @@ static int register_txn(struct fleet *f, const char *host, const char *group, co
 	return 0;
 }
 
-int fleet_register(struct fleet *f, const char *host, const char *group, const char *version,
-		   long pid, int64_t lease)
-{
-	_cleanup_(etcd_txn_freep) struct etcd_txn *t = NULL;
-	int r = register_txn(f, host, group, version, pid, lease, &t);
-	if (r < 0)
-		return r;
-	return written(etcd_txn_commit(f->etcd, t, NULL, NULL));
-}
-
 int fleet_register_start(struct fleet *f, const char *host, const char *group,
 			 const char *version, long pid, int64_t lease, long patience_ms,
 			 fleet_commit_fn fn, void *userdata, struct etcd_call **ret)

@@ -17,11 +17,12 @@
  * the model's read do not block either (node_lease.c, node_sync.c), nor do
  * the reads a decision needs beyond the model (node_facts.c: max_percent's
  * and max_fail_percent's alive count, an earlier group's progress, a
- * dependency's entries), nor the run history's read at start.  What is left
- * blocks the loop: the rarer writes (a halt, a dead holder's record, an
- * interrupted run's status at stop).  Each waits up to etcd.timeout per endpoint
- * tried, so an etcd that does not answer holds the loop that long for every
- * endpoint.
+ * dependency's entries), nor the run history's read at start, a reload's
+ * new group, or the stop's last words (an interrupted run, the lease's
+ * revoke).  What is left blocks the loop: the rarer writes of the rollout's
+ * safety (a halt, a dead holder's record).  Each waits up to etcd.timeout per
+ * endpoint tried, so an etcd that does not answer holds the loop that long
+ * for every endpoint.
  *
  * Decisions happen in one place, node_evaluate(), run from a deferred event
  * source: stream callbacks only apply events to the fleet model and schedule
@@ -777,10 +778,8 @@ int node_reload(struct node *n)
 		node_read_local(n);
 	}
 	log_info("configuration reloaded from '%s'", or_none(n->opt.config->path));
-	if (n->lease.registered && regroup &&
-	    fleet_register(&n->fleet, n->host, n->opt.config->group, n->run.local, (long)getpid(),
-			   n->lease.id) < 0)
-		log_warnx("cannot register the new group: %s", node_etcd_error(n));
+	if (regroup)
+		node_lease_regroup(n);
 	if (n->catalog.published)
 		(void)node_publish_services(n, n->catalog.services_healthy, false);
 	/* A new set of watched ranges: read it whole on a new stream. */

@@ -82,6 +82,7 @@ struct node_lease {
 	sd_event_source *keepalive;	/* the next keepalive's timer */
 	struct etcd_call *keepalive_call; /* the keepalive in flight, or NULL */
 	struct etcd_call *revoke_call;	/* the stop's revoke in flight, or NULL */
+	struct etcd_call *regroup_call;	/* a reload's new group in flight, or NULL */
 	bool revoke_sent;		/* the stop revoked it (or tried) */
 	uint64_t keepalive_sent;	/* when it was sent (CLOCK_MONOTONIC usec) */
 	uint64_t refreshed;		/* when the last one etcd answered was sent */
@@ -310,6 +311,9 @@ int node_register_begin(struct node *n, node_write_fn done);
 void node_keepalive_stop(struct node *n);
 /* Sends a keepalive now on the node's current client (after a reconnect). */
 void node_keepalive_restart(struct node *n);
+/* A reload changed the node's group: registers it again (alive/ and
+ * groups/), without blocking; a reload before the answer sends it again. */
+void node_lease_regroup(struct node *n);
 /* At the stop: revokes the lease, so that alive/ and the services go now
  * rather than at its expiry.  true while the revoke is in flight (its end
  * calls node_finish_stop() again); once per life. */

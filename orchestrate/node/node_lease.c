@@ -417,6 +417,33 @@ static int node_on_keepalive(sd_event_source *s, uint64_t usec, void *userdata)
 	return 0;
 }
 
+static void node_on_regrouped(int error, int64_t revision, void *userdata)
+{
+	struct node *n = userdata;
+
+	n->lease.regroup_call = NULL;
+	if (error < 0)
+		log_warnx("cannot register the new group: %s", node_etcd_error(n));
+	else
+		log_info("registered in group %s", or_none(n->opt.config->group));
+}
+
+void node_lease_regroup(struct node *n)
+{
+	const struct config *cfg = n->opt.config;
+	int r;
+
+	if (!n->lease.registered)
+		return;		/* the registration to come names the group */
+	fleet_call_cancel(n->lease.regroup_call);
+	n->lease.regroup_call = NULL;
+	r = fleet_register_start(&n->fleet, n->host, cfg->group, n->run.local, (long)getpid(),
+				 n->lease.id, node_etcd_patience(n), node_on_regrouped, n,
+				 &n->lease.regroup_call);
+	if (r < 0)
+		log_warnx("cannot register the new group: %s", strerror(-r));
+}
+
 static void node_on_revoked(int error, int64_t ttl, void *userdata)
 {
 	struct node *n = userdata;
@@ -453,6 +480,8 @@ void node_keepalive_stop(struct node *n)
 	n->lease.register_done = NULL;
 	fleet_call_cancel(n->lease.revoke_call);
 	n->lease.revoke_call = NULL;
+	fleet_call_cancel(n->lease.regroup_call);
+	n->lease.regroup_call = NULL;
 }
 
 void node_keepalive_restart(struct node *n)
