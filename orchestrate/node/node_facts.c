@@ -5,12 +5,10 @@
  *
  * A decision that needs facts it does not hold starts their read and waits:
  * the answer schedules an evaluation, which decides from them.  Facts serve
- * every decision for as long as they are at least as new as the model and
- * the stage watch (a read is at etcd's newest revision, so it is as new as
- * the model that asked for it): an event past them makes the next decision
- * that needs them read again, as the blocking reads did at every decision.
- * One read is in flight at a time, and it asks for all the policy may need,
- * so a decision costs one request, not one per question.
+ * every decision for as long as they are new enough (node_facts_fresh_from:
+ * a read is at etcd's newest revision, so it is as new as the model that
+ * asked for it).  One read is in flight at a time, and it asks for all the
+ * policy may need, so a decision costs one request, not one per question.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -92,19 +90,39 @@ static int node_facts_read(struct node *n, unsigned need)
 	return r < 0 ? r : 0;
 }
 
+/*
+ * How new facts must be to answer need.  A dependency's entries must be as
+ * new as the model: the point of reading them is the revision the node acts
+ * on.  The alive hosts and the groups' progress change with events the model
+ * does not follow (alive/, running_version/), so its revision says nothing of
+ * them: they are read once per rollout (as new as its trigger) and again after
+ * an event of the stage watch, which follows exactly those while a group is
+ * behind.  Tying them to the model's revision instead made every slot taken
+ * or freed anywhere a read by every waiting node: O(N) reads per node.
+ */
+static int64_t node_facts_fresh_from(const struct node *n, unsigned need)
+{
+	int64_t from = n->facts.seen;
+
+	if ((need & FACTS_SERVICES) && n->sync.model.revision > from)
+		from = n->sync.model.revision;
+	if (n->sync.model.trigger > from)
+		from = n->sync.model.trigger;
+	return from;
+}
+
 int node_facts_get(struct node *n, unsigned need, int64_t since, const struct fleet_facts **ret)
 {
 	_cleanup_(freep) const char **services = NULL;
 	const struct fleet_facts *x = &n->facts.have;
-	int64_t seen = n->sync.model.revision > n->facts.seen ? n->sync.model.revision
-							      : n->facts.seen;
 	struct fleet_facts_ask ask;
 
 	if (n->opt.config->n_depends && !(services = calloc(n->opt.config->n_depends,
 							   sizeof(*services))))
 		return -ENOMEM;
 	node_facts_ask(n, need, services, &ask);
-	if (fleet_facts_cover(x, &ask) && x->revision >= (since > 0 ? since : seen)) {
+	if (fleet_facts_cover(x, &ask) &&
+	    x->revision >= (since > 0 ? since : node_facts_fresh_from(n, need))) {
 		*ret = x;
 		return 1;
 	}

@@ -365,8 +365,8 @@ void node_catalog_release(struct node *n);
 /*
  * The facts need names (FACTS_* of fleet_facts.h; the groups are the
  * policy's, the services those the node depends on): 1 and *ret when the
- * node holds them at least as new as all it has seen (its model, and the
- * stage watch's events), or with since > 0 as new as that revision.  Else 0:
+ * node holds them new enough (node_facts.c says what that is for each), or
+ * with since > 0 as new as that revision.  Else 0:
  * a read is in flight, whose answer evaluates again (a failed one retries
  * after the backoff).  The read asks for everything the policy may need as
  * well, so that one read serves a whole decision.
