@@ -124,6 +124,11 @@ int etcd_endpoints_parse(const char *text, char ***v, size_t *n, char **ret_bad,
 enum {
 	ETCD_KEYS_ONLY = 1 << 0,	/* values are left empty */
 	ETCD_COUNT_ONLY = 1 << 1,	/* only ret->count and ret->revision */
+	/* Served by the member asked from what it has applied, without a round
+	 * of consensus or a wait for its apply queue (a snapshot read whose
+	 * ranges all say so is a serializable txn): at least as new as what
+	 * that member's watches delivered, possibly older than the cluster. */
+	ETCD_SERIALIZABLE = 1 << 2,
 };
 
 /*

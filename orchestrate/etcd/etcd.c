@@ -953,6 +953,7 @@ cJSON *etcd_range_request(const char *key, size_t key_len, const char *end, size
 	    (!count_only && end &&
 	     add_int64(req, "limit", page_size > 0 ? page_size : ETCD_PAGE_SIZE) < 0) ||
 	    (!count_only && (flags & ETCD_KEYS_ONLY) && !cJSON_AddTrueToObject(req, "keys_only")) ||
+	    ((flags & ETCD_SERIALIZABLE) && !cJSON_AddTrueToObject(req, "serializable")) ||
 	    (revision > 0 && add_int64(req, "revision", revision) < 0))
 		return NULL;
 	return TAKE_PTR(req);

@@ -167,6 +167,16 @@ static void facts_on_snapshot(int error, struct etcd_kv_list *lists, size_t n, i
 	facts_read_free(rd);
 }
 
+/*
+ * Facts are read serializable: served from what the member has applied, with
+ * no wait for its apply queue.  A linearizable read waits for that queue, and
+ * under a busy etcd (a trigger's burst of writes on a small CPU share) the
+ * queue outlasts any patience: the reads timed out and were asked again.  A
+ * node needs facts no older than what its own watches delivered, which the
+ * same member has applied, and checks their revision (node_facts.c).
+ */
+#define SERIAL ETCD_SERIALIZABLE
+
 /* The keys the ranges are over: freed by the caller (keys[i] for ranges[i]). */
 static int facts_ranges(const struct facts_read *rd, char ***ret_keys, struct etcd_range **ret,
 			size_t *ret_n)
@@ -180,21 +190,24 @@ static int facts_ranges(const struct facts_read *rd, char ***ret_keys, struct et
 	if (!keys || !ranges)
 		return -ENOMEM;
 	if (x->what & FACTS_STAGES) {
-		ranges[n] = (struct etcd_range){ keys[n] = key_alive_dir(P), true, ETCD_KEYS_ONLY };
+		ranges[n] = (struct etcd_range){ keys[n] = key_alive_dir(P), true,
+						 ETCD_KEYS_ONLY | SERIAL };
 		n++;
-		ranges[n] = (struct etcd_range){ keys[n] = key_running_version_dir(P), true, 0 };
+		ranges[n] = (struct etcd_range){ keys[n] = key_running_version_dir(P), true,
+						 SERIAL };
 		n++;
 		for (size_t g = 0; g < x->n_groups; g++, n++)
 			ranges[n] = (struct etcd_range){
 				keys[n] = key_group_members_dir(P, x->groups[g]), true,
-				ETCD_KEYS_ONLY };
+				ETCD_KEYS_ONLY | SERIAL };
 	} else if (x->what & FACTS_ALIVE) {
-		ranges[n] = (struct etcd_range){ keys[n] = key_alive_dir(P), true, ETCD_COUNT_ONLY };
+		ranges[n] = (struct etcd_range){ keys[n] = key_alive_dir(P), true,
+						 ETCD_COUNT_ONLY | SERIAL };
 		n++;
 	}
 	for (size_t i = 0; (x->what & FACTS_SERVICES) && x->services[i]; i++, n++)
 		ranges[n] = (struct etcd_range){ keys[n] = key_service_dir(P, x->services[i]), true,
-						 0 };
+						 SERIAL };
 	for (size_t i = 0; i < n; i++)
 		if (!keys[i])
 			return -ENOMEM;

@@ -66,6 +66,7 @@ static void node_on_facts(int error, struct fleet_facts *x, void *userdata)
 	fleet_facts_release(&n->facts.have);
 	n->facts.have = *x;
 	*x = (struct fleet_facts){ 0 };
+	n->facts.answered = true;
 	log_debug("fleet state for the rollout read at revision %lld",
 		  (long long)n->facts.have.revision);
 	node_schedule_evaluate(n);
@@ -87,6 +88,8 @@ static int node_facts_read(struct node *n, unsigned need)
 		return -EINVAL;
 	r = fleet_facts_read_start(&n->fleet, &ask, node_etcd_patience(n), node_on_facts, n,
 				   &n->facts.read);
+	if (r >= 0)
+		n->facts.answered = false;
 	return r < 0 ? r : 0;
 }
 
@@ -125,6 +128,14 @@ int node_facts_get(struct node *n, unsigned need, int64_t since, const struct fl
 	    x->revision >= (since > 0 ? since : node_facts_fresh_from(n, need))) {
 		*ret = x;
 		return 1;
+	}
+	if (fleet_facts_cover(x, &ask) && n->facts.answered && !n->retry_timer) {
+		/* The answer that just came is older than needed (a member
+		 * behind the one the stream is on, or a stage event right
+		 * after it): ask again after the backoff, not at once. */
+		n->facts.answered = false;
+		node_retry_later(n);
+		return 0;
 	}
 	return node_facts_read(n, need);
 }

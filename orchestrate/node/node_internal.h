@@ -122,6 +122,7 @@ struct node_facts {
 	struct fleet_facts have;	/* the newest read (revision 0: none) */
 	struct etcd_call *read;		/* one at a time */
 	int64_t seen;			/* the newest stage-watch event's revision */
+	bool answered;			/* the last read answered, none started since */
 };
 
 /* node_rollout.c: dependencies and the rollout slot */
