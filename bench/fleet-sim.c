@@ -9,7 +9,7 @@
  *
  * Threads.  A node's registration, its reads of the fleet, its keepalive and
  * the writes a trigger makes run on its client's multi handle, but a few rarer
- * requests (a halt, a dead holder's record, max_percent's reads) still block
+ * requests (max_percent's and max_fail_percent's reads, a group's progress) still block
  * its loop, and one loop carrying thousands of nodes would serve those one
  * after the other.  T
  * worker threads (--threads) each run their own sd-event loop (sd_event_new,

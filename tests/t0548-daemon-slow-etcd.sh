@@ -41,6 +41,14 @@ now () {
 	date +%s.%N
 }
 
+# field_of KEY FIELD  — one field of a JSON value (empty when absent).
+field_of () {
+	etcdctl_get "$1" | python3 -c '
+import json, sys
+try: print(json.load(sys.stdin).get(sys.argv[1], ""))
+except Exception: print("")' "$2"
+}
+
 test_expect_success 'setup: a node through the proxy, at v1' '
 	LEASE_TTL=9 node_setup s1 &&
 	sed -i "s/^  timeout: 5$/  timeout: 1/" s1/orchestrate.yaml &&
@@ -231,6 +239,54 @@ test_expect_success 'etcd stopped past the TTL: the lease is gone, and every lea
 	test "$(etcdctl_lease_of /available_services/common/s1)" = "$lease" &&
 	etcdctl_get /alive/s1 | grep -q "\"version\":\"v6\""
 '
+
+# reload_ms  — how long s1 takes to answer a SIGHUP (its "configuration
+# reloaded" line), in ms: a loop held by a blocking request answers late.
+reload_ms () {
+	rl_before=$(grep -c "configuration reloaded" s1/log)
+	rl_from=$(now_ms)
+	kill -HUP "$(node_pid s1)"
+	while test "$(grep -c "configuration reloaded" s1/log)" -le "$rl_before" &&
+		test $(( $(now_ms) - rl_from )) -lt 5000; do
+		sleep 0.02
+	done
+	echo $(( $(now_ms) - rl_from ))
+}
+
+test_expect_success 'etcd 2.5 s behind as a failure crosses the budget: the loop keeps answering, the halt and its revert written once' '
+	lease=$(lease_of s1) &&
+	mark=$(($(wc -l <s1/log) + 1)) &&
+	etcdctl_put /rollout/policy "{\"max_parallel\":1,\"max_failures\":0,\"auto_revert\":true}" &&
+	echo 1 >s1/config.exit &&
+	echo 2 >s1/config.sleep &&
+	orchestrate --etcd "$ETCD_URL" trigger_update v7 &&
+	wait_for "grep -q \"config v7\" s1/config.count" 20 &&
+	# every request of the run'"'"'s end, the halt'"'"'s read and its write
+	# now takes 2.5 s, past the request timeout (1 s): a blocking one would
+	# hold the loop and give up
+	echo 2.5 >delay &&
+	from=$(now_ms) &&
+	: >reloads &&
+	while ! etcdctl_exists /rollout/halted && test $(( $(now_ms) - from )) -lt 25000; do
+		reload_ms >>reloads && sleep 0.5 || exit 1
+	done &&
+	rm -f delay &&
+	wait_for "etcdctl_exists /rollout/halted" 20 &&
+	wait_for "test \"\$(etcdctl_get /current_version)\" = v6" 10 &&
+	sleep 2 &&
+	tail -n +$mark s1/log >log.new &&
+	echo "SIGHUPs answered in (ms): $(tr "\n" " " <reloads)" >measured.halt &&
+	test "$(wc -l <reloads)" -ge 5 &&
+	awk "\$1 >= 500 { bad = 1 } END { exit bad }" reloads &&
+	! grep -q "cannot halt" log.new &&
+	test "$(grep -c "halted the rollout of v7: 1 host failed, more than max_failures 0; reverted to v6" log.new)" = 1 &&
+	test "$(key_version /rollout/halted)" = 1 &&
+	test "$(field_of /rollout/halted reverted_to)" = v6 &&
+	test "$(etcdctl_get /previous_version)" = v7 &&
+	test "$(grep -c "config v7" s1/config.count)" = 1 &&
+	test "$(lease_of s1)" = "$lease"
+'
+test -f measured.halt && say_comment <measured.halt
 
 stop_all_nodes
 test_done

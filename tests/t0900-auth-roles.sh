@@ -218,6 +218,22 @@ test_expect_success 'node: the daemon honours a pause set by the operator' '
 	wait_for "node_at n1 v4" 20
 '
 
+test_expect_success 'node: a spent budget with auto_revert halts without the revert its role may not write' '
+	etcdctl_put /rollout/policy "{\"max_parallel\":1,\"max_failures\":0,\"auto_revert\":true}" &&
+	echo 1 >n1/config.exit &&
+	orch $OPS trigger_update v5 &&
+	wait_for "etcdctl_exists /rollout/halted" 30 &&
+	wait_for "grep -q \"halted the rollout of v5\" n1/log" 10 &&
+	sleep 1 &&
+	etcdctl_get /rollout/halted | grep -q "\"version\":\"v5\"" &&
+	! etcdctl_get /rollout/halted | grep -q reverted_to &&
+	test "$(etcdctl_get /current_version)" = v5 &&
+	test "$(etcdctl_get /previous_version)" = v4 &&
+	test "$(grep -c "halted the rollout of v5 (.*), but etcd refused the automatic revert" n1/log)" = 1 &&
+	test "$(grep -c "halted the rollout of v5" n1/log)" = 1 &&
+	! grep -q "cannot halt" n1/log
+'
+
 test_expect_success 'the daemon stops cleanly (its lease revoked as node)' '
 	stop_node n1 &&
 	test "$(node_exit n1)" = 0 &&

@@ -20,10 +20,11 @@
  *   rollout/canary/HOST  HOST ran the version as a canary and validated.
  *   rollout/promoted     the canaries are accepted: every host may run.
  *
- * Values are JSON objects; rollout_record decodes any of them.  The halt,
+ * Values are JSON objects; rollout_record decodes any of them.  The
  * promote and resume txns are here; the per-host records go into a node's
  * own batch (fleet_batch_failure, fleet_batch_canary) so that they cost no
- * request of their own.
+ * request of their own, and the node's halt and dead-holder records are
+ * guarded batches too (fleet_batch_halt, fleet_batch_dead_holder).
  */
 #ifndef ORCHESTRATE_FLEET_ROLLOUT_H
 #define ORCHESTRATE_FLEET_ROLLOUT_H
@@ -79,29 +80,77 @@ int fleet_batch_promote(struct fleet_batch *b, const char *version, int64_t trig
 			int64_t promoted_mod, const char *by);
 
 /*
- * Halts the rollout of version at trigger: one txn that holds only if
- * current_version still has mod revision trigger and rollout/halted still has
- * mod revision halted_mod (0: absent).  With revert, the same txn also sets
- * current_version to previous_version (read first, and compared) and
- * previous_version to version; *ret_reverted_to says to what, *ret_revision
- * the revision of the halt.  Returns 1 when
- * this call halted, 0 when the compare lost (someone else halted, or a new
- * trigger came), or a negative code.  A revert etcd refuses (permission) is
- * tried again without the revert, and -EACCES is returned after the halt.
+ * A halt as the daemon makes it, without blocking its loop: what it writes
+ * (rollout_halt_init), the automatic revert's target read first when the
+ * policy asks for one (fleet_halt_read_start), then one guarded write in the
+ * node's queue (fleet_batch_halt).  The caller owns it until the write ended.
  */
-int fleet_halt(struct fleet *f, const char *version, int64_t trigger, int64_t halted_mod,
-	       const char *host, const char *reason, long failed, bool revert,
-	       char **ret_reverted_to, int64_t *ret_revision);
+struct rollout_halt {
+	struct rollout_record rec;	/* the halt record; rec.reverted_to: the revert's target */
+	int64_t halted_mod;		/* rollout/halted's mod revision seen (0: absent) */
+	int64_t previous_mod;		/* previous_version's, read with the target */
+	/* Who waits for fleet_halt_read_start(). */
+	void (*read_fn)(int error, struct rollout_halt *h, void *userdata);
+	void *read_userdata;
+};
+typedef void (*fleet_halt_read_fn)(int error, struct rollout_halt *h, void *userdata);
+/* The halt of version at trigger by host, for reason, with failed hosts
+ * counted; no revert yet.  -EINVAL for a bad version or trigger. */
+int rollout_halt_init(struct rollout_halt *h, const char *version, int64_t trigger,
+		      int64_t halted_mod, const char *host, const char *reason, long failed);
+void rollout_halt_release(struct rollout_halt *h);
+/* etcd refused the revert (the node's role may not write current_version):
+ * the halt goes without it. */
+void rollout_halt_drop_revert(struct rollout_halt *h);
+/*
+ * Reads previous_version (one single-key snapshot read, on the loop): when
+ * it names a version other than the halted one, h then reverts to it,
+ * guarded by previous_version's mod revision; when there is nothing to go
+ * back to, or "back" is where the fleet is, h halts only.  fn gets 0, or an
+ * error (h unchanged).  h must live until then; *ret is the read in flight,
+ * for fleet_call_cancel(), until fn runs.
+ */
+int fleet_halt_read_start(struct fleet *f, struct rollout_halt *h, long patience_ms,
+			  fleet_halt_read_fn fn, void *userdata, struct etcd_call **ret);
+/*
+ * The halt as a batch's guarded write: it lands only while current_version
+ * still has mod revision h's trigger and rollout/halted still has
+ * h->halted_mod, so that one node halts a rollout, once (a failed guard
+ * writes nothing: another node was first, or a new trigger came).  With a
+ * revert, the same txn compares previous_version, sets current_version back
+ * to it and previous_version to the halted version.
+ */
+int fleet_batch_halt(struct fleet_batch *b, const struct rollout_halt *h);
 
 /*
- * A holder deleted at revision was dead, not done, when the host's
- * puppet/running at that revision says version (a run's end deletes both in
- * one txn; an expired lease deletes only the holder).  Then writes its
- * failure record (stage "died") unless one exists.  Returns 1 when written,
- * 0 when the host was not running or already has a record.
+ * A holder deleted at a revision was dead, not done, when the host's
+ * puppet/running at that revision still says the version (a run's end
+ * deletes both in one txn; an expired lease deletes only the holder).  The
+ * question and its answer, the caller's until the read ended.
  */
-int fleet_record_dead_holder(struct fleet *f, const char *host, int64_t revision,
-			     const char *version, int64_t trigger);
+struct dead_holder {
+	char *host;
+	int64_t revision;		/* the holder's deletion */
+	char *version;			/* the rollout it would count against */
+	int64_t trigger;
+	bool died;			/* the read's answer */
+	void (*read_fn)(int error, struct dead_holder *d, void *userdata);
+	void *read_userdata;
+};
+typedef void (*fleet_dead_holder_fn)(int error, struct dead_holder *d, void *userdata);
+int dead_holder_init(struct dead_holder *d, const char *host, int64_t revision,
+		     const char *version, int64_t trigger);
+void dead_holder_release(struct dead_holder *d);
+/* Reads puppet/running/HOST at d->revision (one single-key snapshot read
+ * pinned to it, on the loop) and sets d->died.  fn gets 0, -ESTALE when the
+ * revision was compacted (nobody can tell any more), or another error.  d
+ * must live until then; *ret is the read in flight, for fleet_call_cancel(). */
+int fleet_dead_holder_read_start(struct fleet *f, struct dead_holder *d, long patience_ms,
+				 fleet_dead_holder_fn fn, void *userdata, struct etcd_call **ret);
+/* The dead host's failure record (stage "died") as a batch's guarded write:
+ * only while it has none, so that it is written once (-ECANCELED: another
+ * host recorded it first). */
+int fleet_batch_dead_holder(struct fleet_batch *b, const struct dead_holder *d);
 
 /* Promotes the canaries of the current trigger (by: "operator" or
  * "auto (HOST)").  With expect_trigger > 0, only if current_version's mod

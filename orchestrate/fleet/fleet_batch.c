@@ -234,6 +234,56 @@ int fleet_batch_promote(struct fleet_batch *b, const char *version, int64_t trig
 	return batch_put(b, TAKE_PTR(k_prom), value, 0);
 }
 
+int fleet_batch_halt(struct fleet_batch *b, const struct rollout_halt *h)
+{
+	const char *P = fleet_prefix(b->f);
+	const char *to = h->rec.reverted_to;
+	_cleanup_(freep) char *k_cur = key_current_version(P);
+	_cleanup_(freep) char *k_halt = key_rollout_halted(P);
+	_cleanup_(freep) char *value = NULL;
+	int r;
+
+	if (!name_ok(h->rec.version) || h->rec.trigger <= 0 || h->halted_mod < 0 ||
+	    !optional_name_ok(to))
+		return -EINVAL;
+	if (!k_cur || !k_halt)
+		return -ENOMEM;
+	if ((r = rollout_record_encode(&h->rec, &value)) < 0 ||
+	    (r = fleet_batch_if_written_at(b, k_cur, h->rec.trigger)) < 0 ||
+	    (r = fleet_batch_if_written_at(b, k_halt, h->halted_mod)) < 0 ||
+	    (r = batch_put(b, TAKE_PTR(k_halt), value, 0)) < 0)
+		return r;
+	if (!to)
+		return 0;
+	_cleanup_(freep) char *k_prev = key_previous_version(P);
+	if (!k_prev)
+		return -ENOMEM;
+	if ((r = fleet_batch_if_written_at(b, k_prev, h->previous_mod)) < 0 ||
+	    (r = batch_put(b, TAKE_PTR(k_cur), to, 0)) < 0)
+		return r;
+	return batch_put(b, TAKE_PTR(k_prev), h->rec.version, 0);
+}
+
+int fleet_batch_dead_holder(struct fleet_batch *b, const struct dead_holder *d)
+{
+	_cleanup_(freep) char *k_failed = NULL;
+	_cleanup_(freep) char *value = NULL;
+	struct rollout_record rec = {
+		.version = d->version, .trigger = d->trigger, .time = fleet_now(),
+		.stage = (char *)"died", .attempts = 1,
+	};
+	int r;
+
+	if (!name_ok(d->host) || !name_ok(d->version) || d->trigger <= 0)
+		return -EINVAL;
+	if (!(k_failed = key_rollout_failed(fleet_prefix(b->f), d->host)))
+		return -ENOMEM;
+	if ((r = rollout_record_encode(&rec, &value)) < 0 ||
+	    (r = fleet_batch_if_written_at(b, k_failed, 0)) < 0)
+		return r;
+	return batch_put(b, TAKE_PTR(k_failed), value, 0);
+}
+
 int fleet_batch_if_written_at(struct fleet_batch *b, const char *key, int64_t revision)
 {
 	int r = etcd_txn_if_mod_revision(b->t, key, ETCD_CMP_EQUAL, revision);

@@ -1,6 +1,7 @@
 /*
  * fleet_rollout.c — the rollout's safety records (fleet_rollout.h): their
- * JSON, and the txns that halt, promote and resume a rollout.
+ * JSON, the reads a node's halt and dead-holder records start from, and the
+ * txns that promote and resume a rollout.
  *
  * Fleet-layer code: it knows the key layout and neither logs nor exits.
  */
@@ -127,113 +128,118 @@ int rollout_budget_spent(const struct rollout_policy *p, size_t failed, long ali
 	return 0;
 }
 
-static int halt_txn(struct fleet *f, const char *version, int64_t trigger, int64_t halted_mod,
-		    const struct rollout_record *rec, const struct etcd_kv *prev, bool *ret_ok,
-		    int64_t *ret_revision)
+/* The revert a read of previous_version allows: somewhere else to go. */
+static bool revert_target(const struct etcd_kv *prev, const char *version)
 {
-	const char *P = fleet_prefix(f);
-	_cleanup_(freep) char *k_cur = key_current_version(P);
-	_cleanup_(freep) char *k_prev = key_previous_version(P);
-	_cleanup_(freep) char *k_halt = key_rollout_halted(P);
-	_cleanup_(freep) char *value = NULL;
-	_cleanup_(etcd_txn_freep) struct etcd_txn *t = etcd_txn_new();
-	int r;
-
-	if (!k_cur || !k_prev || !k_halt || !t)
-		return -ENOMEM;
-	if ((r = rollout_record_encode(rec, &value)) < 0 ||
-	    (r = etcd_txn_if_mod_revision(t, k_cur, ETCD_CMP_EQUAL, trigger)) < 0 ||
-	    (r = etcd_txn_if_mod_revision(t, k_halt, ETCD_CMP_EQUAL, halted_mod)) < 0 ||
-	    (r = etcd_txn_put(t, true, k_halt, value, 0)) < 0)
-		return r;
-	if (prev) {
-		if ((r = etcd_txn_if_mod_revision(t, k_prev, ETCD_CMP_EQUAL, prev->mod_revision)) < 0 ||
-		    (r = etcd_txn_put(t, true, k_cur, prev->value, 0)) < 0 ||
-		    (r = etcd_txn_put(t, true, k_prev, version, 0)) < 0)
-			return r;
-	}
-	return etcd_txn_commit(f->etcd, t, ret_ok, ret_revision);
+	return prev->value && strlen(prev->value) == prev->value_len &&
+	       schema_name_valid(prev->value) && strcmp(prev->value, version) != 0;
 }
 
-int fleet_halt(struct fleet *f, const char *version, int64_t trigger, int64_t halted_mod,
-	       const char *host, const char *reason, long failed, bool revert,
-	       char **ret_reverted_to, int64_t *ret_revision)
+int rollout_halt_init(struct rollout_halt *h, const char *version, int64_t trigger,
+		      int64_t halted_mod, const char *host, const char *reason, long failed)
 {
-	_cleanup_(etcd_kv_releasep) struct etcd_kv prev = { 0 };
-	_cleanup_(freep) char *k_prev = key_previous_version(fleet_prefix(f));
-	struct rollout_record rec = {
-		.version = (char *)version, .trigger = trigger, .host = (char *)host,
-		.reason = (char *)reason, .failed = failed,
-	};
-	bool ok = false, have_prev = false;
-	int r;
-
-	if (!version || !schema_name_valid(version) || trigger <= 0)
+	*h = (struct rollout_halt){ 0 };
+	if (!version || !schema_name_valid(version) || trigger <= 0 || halted_mod < 0)
 		return -EINVAL;
+	h->rec = (struct rollout_record){ .trigger = trigger, .time = fleet_now(), .failed = failed };
+	h->halted_mod = halted_mod;
+	if (!(h->rec.version = strdup(version)) || (host && !(h->rec.host = strdup(host))) ||
+	    (reason && !(h->rec.reason = strdup(reason)))) {
+		rollout_halt_release(h);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void rollout_halt_release(struct rollout_halt *h)
+{
+	rollout_record_release(&h->rec);
+	*h = (struct rollout_halt){ 0 };
+}
+
+void rollout_halt_drop_revert(struct rollout_halt *h)
+{
+	free(h->rec.reverted_to);
+	h->rec.reverted_to = NULL;
+	h->previous_mod = 0;
+}
+
+static void halt_on_read(int error, struct etcd_kv_list *lists, size_t n, int64_t revision,
+			 void *userdata)
+{
+	struct rollout_halt *h = userdata;
+	int r = error;
+
+	if (r >= 0 && n == 1 && lists[0].n == 1 && revert_target(&lists[0].kvs[0], h->rec.version)) {
+		rollout_halt_drop_revert(h);
+		h->rec.reverted_to = lists[0].kvs[0].value;
+		lists[0].kvs[0].value = NULL;
+		h->previous_mod = lists[0].kvs[0].mod_revision;
+	}
+	h->read_fn(r < 0 ? r : 0, h, h->read_userdata);
+}
+
+int fleet_halt_read_start(struct fleet *f, struct rollout_halt *h, long patience_ms,
+			  fleet_halt_read_fn fn, void *userdata, struct etcd_call **ret)
+{
+	_cleanup_(freep) char *k_prev = key_previous_version(fleet_prefix(f));
 	if (!k_prev)
 		return -ENOMEM;
-	rec.time = fleet_now();
-	if (revert) {
-		r = etcd_get(f->etcd, k_prev, &prev, NULL);
-		if (r < 0)
-			return r;
-		/* Nothing to go back to, or "back" is where we are: halt only. */
-		have_prev = r > 0 && prev.value && strlen(prev.value) == prev.value_len &&
-			    schema_name_valid(prev.value) && strcmp(prev.value, version) != 0;
-		if (have_prev)
-			rec.reverted_to = prev.value;
-	}
-	r = halt_txn(f, version, trigger, halted_mod, &rec, have_prev ? &prev : NULL, &ok,
-		     ret_revision);
-	if (r == -EACCES && have_prev) {
-		/* The node's role may not write current_version: halt anyway. */
-		rec.reverted_to = NULL;
-		r = halt_txn(f, version, trigger, halted_mod, &rec, NULL, &ok, ret_revision);
-		if (r >= 0 && ok)
-			return -EACCES;
-	}
-	if (r < 0)
-		return r;
-	if (ok && rec.reverted_to && ret_reverted_to && !(*ret_reverted_to = strdup(rec.reverted_to)))
-		return -ENOMEM;
-	return ok ? 1 : 0;
+	const struct etcd_range range = { k_prev, false, 0 };
+	h->read_fn = fn;
+	h->read_userdata = userdata;
+	return etcd_snapshot_start(f->etcd, &range, 1, 0, patience_ms, halt_on_read, h, ret);
 }
 
 /* --- dead holders ---------------------------------------------------------------------- */
 
-int fleet_record_dead_holder(struct fleet *f, const char *host, int64_t revision,
-			     const char *version, int64_t trigger)
+int dead_holder_init(struct dead_holder *d, const char *host, int64_t revision,
+		     const char *version, int64_t trigger)
 {
-	const char *P = fleet_prefix(f);
-	_cleanup_(freep) char *k_run = key_status(P, STATUS_PUPPET, STATE_RUNNING, host);
-	_cleanup_(freep) char *k_failed = key_rollout_failed(P, host);
-	_cleanup_(freep) char *value = NULL;
-	_cleanup_(etcd_kv_releasep) struct etcd_kv run = { 0 };
-	_cleanup_(cJSON_Deletep) cJSON *obj = NULL;
-	_cleanup_(etcd_txn_freep) struct etcd_txn *t = etcd_txn_new();
-	const cJSON *v;
-	bool ok = false;
-	int r;
-
-	if (!k_run || !k_failed || !t)
+	*d = (struct dead_holder){ .revision = revision, .trigger = trigger };
+	if (!host || !schema_name_valid(host) || !version || !schema_name_valid(version) ||
+	    revision <= 0 || trigger <= 0)
+		return -EINVAL;
+	if (!(d->host = strdup(host)) || !(d->version = strdup(version))) {
+		dead_holder_release(d);
 		return -ENOMEM;
-	r = etcd_get_at(f->etcd, k_run, revision, &run, NULL);
-	if (r <= 0)
-		return r;
-	obj = cJSON_ParseWithLength(run.value ? run.value : "", run.value_len);
-	v = cJSON_GetObjectItemCaseSensitive(obj, "version");
-	if (!cJSON_IsString(v) || strcmp(v->valuestring, version) != 0)
-		return 0;
-	struct rollout_record rec = {
-		.version = (char *)version, .trigger = trigger, .time = fleet_now(),
-		.stage = (char *)"died", .attempts = 1,
-	};
-	if ((r = rollout_record_encode(&rec, &value)) < 0 ||
-	    (r = etcd_txn_if_version(t, k_failed, ETCD_CMP_EQUAL, 0)) < 0 ||
-	    (r = etcd_txn_put(t, true, k_failed, value, 0)) < 0 ||
-	    (r = etcd_txn_commit(f->etcd, t, &ok, NULL)) < 0)
-		return r;
-	return ok ? 1 : 0;
+	}
+	return 0;
+}
+
+void dead_holder_release(struct dead_holder *d)
+{
+	free(d->host);
+	free(d->version);
+	*d = (struct dead_holder){ 0 };
+}
+
+static void dead_holder_on_read(int error, struct etcd_kv_list *lists, size_t n,
+				int64_t revision, void *userdata)
+{
+	struct dead_holder *d = userdata;
+
+	if (error >= 0 && n == 1 && lists[0].n == 1) {
+		_cleanup_(cJSON_Deletep) cJSON *obj = kv_json_object(&lists[0].kvs[0]);
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, "version");
+		d->died = cJSON_IsString(v) && strcmp(v->valuestring, d->version) == 0;
+	}
+	d->read_fn(error < 0 ? error : 0, d, d->read_userdata);
+}
+
+int fleet_dead_holder_read_start(struct fleet *f, struct dead_holder *d, long patience_ms,
+				 fleet_dead_holder_fn fn, void *userdata, struct etcd_call **ret)
+{
+	_cleanup_(freep) char *k_run = key_status(fleet_prefix(f), STATUS_PUPPET, STATE_RUNNING,
+						  d->host);
+	if (!k_run)
+		return -ENOMEM;
+	const struct etcd_range range = { k_run, false, 0 };
+	d->died = false;
+	d->read_fn = fn;
+	d->read_userdata = userdata;
+	return etcd_snapshot_start(f->etcd, &range, 1, d->revision, patience_ms,
+				   dead_holder_on_read, d, ret);
 }
 
 /* --- promote and resume --------------------------------------------------------------- */

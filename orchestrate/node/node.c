@@ -13,16 +13,15 @@
  * slot's queueing, puppet/pending, a run's start and its end (node_write.c:
  * one at a time, patient, settled so that a resend never writes twice; the
  * node decides nothing while one is in flight), the holder's release, the
- * services' publication, the automatic promote.  The registration and
- * the model's read do not block either (node_lease.c, node_sync.c), nor do
- * the reads a decision needs beyond the model (node_facts.c: max_percent's
- * and max_fail_percent's alive count, an earlier group's progress, a
- * dependency's entries), nor the run history's read at start, a reload's
- * new group, or the stop's last words (an interrupted run, the lease's
- * revoke).  What is left blocks the loop: the rarer writes of the rollout's
- * safety (a halt, a dead holder's record).  Each waits up to etcd.timeout per
- * endpoint tried, so an etcd that does not answer holds the loop that long
- * for every endpoint.
+ * services' publication, the automatic promote, a halt and a dead holder's
+ * failure record (each a read, then a queued write: node_rollout.c).  The
+ * registration and the model's read do not block either (node_lease.c,
+ * node_sync.c), nor do the reads a decision needs beyond the model
+ * (node_facts.c: max_percent's and max_fail_percent's alive count, an
+ * earlier group's progress, a dependency's entries), the run history's read
+ * at start, a reload's new group, or the stop's last words (an interrupted
+ * run, the lease's revoke, 5 s in all).  The one blocking request left is
+ * the authentication of a user and password when its token expires.
  *
  * Decisions happen in one place, node_evaluate(), run from a deferred event
  * source: stream callbacks only apply events to the fleet model and schedule
@@ -858,7 +857,7 @@ struct node *node_free(struct node *n)
 	node_write_abandon(n);
 	node_run_release(n);
 	node_catalog_release(n);
-	node_rollout_stop(n);
+	node_rollout_release(n);
 	node_sync_release(n);
 	node_keepalive_stop(n);
 	sd_event_source_disable_unref(n->evaluate);

@@ -41,6 +41,7 @@
 #include "fleet/fleet.h"
 #include "fleet/fleet_facts.h"
 #include "fleet/fleet_model.h"
+#include "fleet/fleet_rollout.h"
 #include "hook/hook.h"
 #include "output/metrics.h"
 #include "node/node.h"
@@ -139,6 +140,22 @@ struct node_rollout {
 	sd_event_source *progress_timer;	/* progress_deadline, first in the queue */
 	uint64_t progress_releases;	/* model.holder_releases when it was armed */
 	int64_t halt_revision;		/* of the halt this node wrote (node_halt_pending) */
+	/* A halt in the making (node_halt): previous_version's read, when it
+	 * reverts, then its write.  While either is in flight the node starts
+	 * no run and sends no second halt. */
+	bool halting;
+	bool revert_refused;		/* etcd refused the revert: sent again without it */
+	struct rollout_halt halt;	/* what it writes */
+	struct etcd_call *halt_read;	/* previous_version's read in flight */
+	/* Holders deleted since this node, first in the queue, last looked
+	 * (node_check_released): looked at one at a time, a read at the
+	 * deletion's revision and maybe the dead host's record. */
+	struct dead_holder **dead;
+	size_t n_dead;
+	bool dead_busy;			/* the first's read or record write in flight */
+	struct etcd_call *dead_read;	/* the first's read in flight */
+	int64_t *dead_written;		/* revisions of the records written here that... */
+	size_t n_dead_written;		/* ...the model may not hold yet */
 	int64_t promoted_trigger;	/* the trigger its automatic promote was sent for */
 	int64_t budget_trigger;		/* the failure count last checked against... */
 	size_t budget_count;		/* ...the budget, so it is checked once */
@@ -209,6 +226,7 @@ struct node {
 	struct node_facts facts;
 	struct node_run run;
 	struct node_write *write;	/* writes in flight, first first (node_write.c) */
+	int64_t write_revision;		/* where the write whose done runs landed (node_write.c) */
 
 	/* metrics (paths.metrics_file) */
 	struct metrics_hook hook_metrics[_HOOK_M_MAX];
@@ -299,6 +317,9 @@ typedef void (*node_write_fn)(struct node *n, int error);
  * the batch is empty (nothing to write, done never runs). */
 int node_write_begin(struct node *n, struct fleet_batch *batch, const char *what,
 		     node_write_fn done);
+/* In a write's done function: the revision it was written at (0 when it was
+ * not), e.g. to know when the stream has brought it to the model. */
+int64_t node_write_revision(const struct node *n);
 /* Forgets the write in flight (a stop past its grace): done never runs. */
 void node_write_abandon(struct node *n);
 /* Stopping: a write waiting to be sent again is forgotten; one whose send is
@@ -403,9 +424,11 @@ int node_promote_if_due(struct node *n, const struct slot_wait *w);
 void node_unwatch_stage(struct node *n);
 /* Idle: no progress deadline, no slot, no stage watch. */
 void node_rollout_idle(struct node *n);
-/* Stopping: the progress timer and the stage watch go (the lease's revoke
- * takes the holder). */
+/* Stopping: the progress timer, the stage watch and a halt's or dead
+ * holder's read in flight go (the lease's revoke takes the holder);
+ * releasing: everything the part holds. */
 void node_rollout_stop(struct node *n);
+void node_rollout_release(struct node *n);
 /* The rollout is halted: nobody waits for a freed slot. */
 void node_progress_cancel(struct node *n);
 /* Whether the node holds a slot (a canary's or not): its run may start. */
@@ -418,7 +441,8 @@ void node_slot_release_written(struct node *n, int error);
 /* The failure budget: halts when the host's own failure crossed it. */
 int node_check_budget(struct node *n);
 int node_budget_exceeded(struct node *n, size_t failed, int64_t since, char **ret_reason);
-/* Counts hosts that died holding a slot (fleet_record_dead_holder). */
+/* Counts hosts that died holding a slot (fleet_dead_holder_read_start,
+ * fleet_batch_dead_holder): 1 while their records are being settled. */
 int node_check_released(struct node *n);
 /* puppet/pending's detail while the host waits for a slot. */
 char *node_slot_detail(struct node *n);

@@ -15,6 +15,12 @@
  * same, once a host failed) and groups (whether the earlier groups are done).
  * While an earlier group is behind, a second stream watches running_version/
  * and alive/, the two things that can end the wait.
+ *
+ * What the node writes for the rollout's safety does not block the loop: a
+ * halt is previous_version's read (only to revert) and a guarded write in
+ * the node's queue, a dead holder's failure record a read pinned to the
+ * holder's deletion and a guarded write.  Each is a small state kept in
+ * struct node_rollout; while one is in flight the node starts no run.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -28,6 +34,7 @@
 #include "config/config.h"
 #include "base/log.h"
 #include "node_internal.h"
+#include "fleet/fleet_lease.h"
 #include "fleet/fleet_stream.h"
 #include "fleet/schema.h"
 
@@ -113,6 +120,8 @@ int node_check_dependencies(struct node *n, char **ret_missing, char **ret_short
 }
 
 static int node_halt(struct node *n, const char *reason, size_t failed);
+static void node_halt_end(struct node *n);
+static void node_dead_pop(struct node *n);
 
 /* --- the slot -------------------------------------------------------------------------- */
 
@@ -199,9 +208,41 @@ void node_progress_cancel(struct node *n)
 
 void node_rollout_stop(struct node *n)
 {
-	node_timer_cancel(&n->rollout.progress_timer);
+	struct node_rollout *ro = &n->rollout;
+
+	node_timer_cancel(&ro->progress_timer);
 	node_unwatch_stage(n);
 	node_facts_release(n);
+	/* A read in flight is dropped with what it was for; a write in the
+	 * queue is waited for like any other, and its end still logs. */
+	if (ro->halt_read) {
+		fleet_call_cancel(ro->halt_read);
+		ro->halt_read = NULL;
+		node_halt_end(n);
+	}
+	if (ro->dead_read) {
+		fleet_call_cancel(ro->dead_read);
+		ro->dead_read = NULL;
+		ro->dead_busy = false;
+		while (ro->n_dead > 0)
+			node_dead_pop(n);
+	}
+}
+
+void node_rollout_release(struct node *n)
+{
+	struct node_rollout *ro = &n->rollout;
+
+	node_rollout_stop(n);
+	node_halt_end(n);
+	ro->dead_busy = false;
+	while (ro->n_dead > 0)
+		node_dead_pop(n);
+	free(ro->dead);
+	free(ro->dead_written);
+	ro->dead = NULL;
+	ro->dead_written = NULL;
+	ro->n_dead_written = 0;
 }
 
 static int node_on_stage_events(const struct etcd_event *ev, size_t count, int64_t revision,
@@ -450,7 +491,8 @@ char *node_slot_detail(struct node *n)
 
 bool node_halt_pending(const struct node *n)
 {
-	return n->rollout.halt_revision > 0 && n->sync.model.revision < n->rollout.halt_revision;
+	return n->rollout.halting ||
+	       (n->rollout.halt_revision > 0 && n->sync.model.revision < n->rollout.halt_revision);
 }
 
 bool node_failed_here(const struct node *n)
@@ -459,46 +501,123 @@ bool node_failed_here(const struct node *n)
 	       n->run.fail_trigger == n->sync.model.trigger;
 }
 
-/* Halts the rollout of the desired version (fleet_halt), with auto_revert
- * when the policy says so; logs what happened.  Returns 1 when this node
- * wrote the halt: its model learns it from the stream, so the caller must not
- * start a run meanwhile. */
+/* The halt failed: the budget is checked again after the backoff. */
+static void node_halt_failed(struct node *n)
+{
+	log_warnx("cannot halt the rollout of %s (%s): %s, will retry", n->rollout.halt.rec.version,
+		  or_none(n->rollout.halt.rec.reason), node_etcd_error(n));
+	n->rollout.budget_trigger = 0;
+	node_retry_later(n);
+}
+
+/* The halt is over, written or not: the next may go. */
+static void node_halt_end(struct node *n)
+{
+	n->rollout.halting = false;
+	n->rollout.revert_refused = false;
+	rollout_halt_release(&n->rollout.halt);
+}
+
+static int node_halt_send(struct node *n);
+
+/* The halt's write ended: written (the stream brings it to the model at its
+ * revision, node_halt_pending() waits for that), a guard that failed
+ * (another node was first, or a new trigger came: nothing to say), or
+ * refused with the revert, which goes again without it. */
+static void node_halt_written(struct node *n, int r)
+{
+	const struct rollout_record *rec = &n->rollout.halt.rec;
+
+	if (r == -EACCES && rec->reverted_to && !n->stopping) {
+		/* The node's role may not write current_version: halt anyway. */
+		rollout_halt_drop_revert(&n->rollout.halt);
+		n->rollout.revert_refused = true;
+		if ((r = node_halt_send(n)) >= 0)
+			return;
+	}
+	if (r == 0) {
+		n->rollout.halt_revision = node_write_revision(n);
+		if (n->rollout.revert_refused)
+			log_fields(LOG_ERR, rec->version, NULL,
+				   "halted the rollout of %s (%s), but etcd refused the automatic revert: "
+				   "this host may not write current_version", rec->version, rec->reason);
+		else if (rec->reverted_to)
+			log_fields(LOG_ERR, rec->version, NULL, "halted the rollout of %s: %s; reverted to %s",
+				   rec->version, rec->reason, rec->reverted_to);
+		else
+			log_fields(LOG_ERR, rec->version, NULL, "halted the rollout of %s: %s",
+				   rec->version, rec->reason);
+	} else if (r != -ECANCELED)
+		node_halt_failed(n);
+	node_halt_end(n);
+}
+
+/* The halt as one guarded write in the node's queue (fleet_batch_halt). */
+static int node_halt_send(struct node *n)
+{
+	struct fleet_batch *b = NULL;
+	int r;
+
+	if ((r = fleet_batch_new(&n->fleet, &b)) < 0 ||
+	    (r = fleet_batch_halt(b, &n->rollout.halt)) < 0) {
+		fleet_batch_free(b);
+		return r;
+	}
+	return node_write_begin(n, b, "the halt", node_halt_written);
+}
+
+/* previous_version was read: the halt, reverting when there is somewhere to
+ * go back to, is written next. */
+static void node_on_halt_read(int error, struct rollout_halt *h, void *userdata)
+{
+	struct node *n = userdata;
+
+	n->rollout.halt_read = NULL;
+	if (error >= 0 && (error = node_halt_send(n)) >= 0)
+		return;
+	node_halt_failed(n);
+	node_halt_end(n);
+}
+
+/*
+ * Halts the rollout of the desired version, with auto_revert when the policy
+ * says so, without blocking the loop: previous_version's read first (only
+ * to revert), then one guarded write (fleet_batch_halt); their ends log what
+ * happened.  Returns 1 when this node has a halt in flight or written that
+ * its model has not caught up with (node_halt_pending): the caller must not
+ * start a run meanwhile, and no second halt is sent.
+ */
 static int node_halt(struct node *n, const char *reason, size_t failed)
 {
 	const struct fleet_model *m = &n->sync.model;
-	_cleanup_(freep) char *reverted = NULL;
-	int64_t revision = 0;
 	int r;
 
-	if (!m->desired_known || !m->desired || m->trigger <= 0 || fleet_model_halted(m, NULL))
-		return 0;
-	r = fleet_halt(&n->fleet, m->desired, m->trigger, m->halted.key ? m->halted.mod_revision : 0,
-		       n->host, reason, (long)failed, m->policy.auto_revert, &reverted, &revision);
-	/* Until the stream brings the model to the halt's revision, this node
-	 * alone knows of it: node_evaluate_run() takes it as halted. */
-	if (r > 0 || r == -EACCES)
-		n->rollout.halt_revision = revision;
-	if (r == -EACCES) {
-		log_fields(LOG_ERR, m->desired, NULL,
-			   "halted the rollout of %s (%s), but etcd refused the automatic revert: "
-			   "this host may not write current_version", m->desired, reason);
+	if (node_halt_pending(n))
 		return 1;
-	}
+	if (n->stopping || !m->desired_known || !m->desired || m->trigger <= 0 ||
+	    fleet_model_halted(m, NULL))
+		return 0;
+	r = rollout_halt_init(&n->rollout.halt, m->desired, m->trigger,
+			      m->halted.key ? m->halted.mod_revision : 0, n->host, reason,
+			      (long)failed);
 	if (r < 0) {
 		log_warnx("cannot halt the rollout of %s (%s): %s, will retry", m->desired, reason,
-			  node_etcd_error(n));
+			  strerror(-r));
 		n->rollout.budget_trigger = 0;
 		node_retry_later(n);
 		return 0;
 	}
-	if (r == 0)
-		return 0;	/* another node was first, or a new trigger came */
-	if (reverted)
-		log_fields(LOG_ERR, m->desired, NULL, "halted the rollout of %s: %s; reverted to %s",
-			   m->desired, reason, reverted);
+	n->rollout.halting = true;
+	if (m->policy.auto_revert)
+		r = fleet_halt_read_start(&n->fleet, &n->rollout.halt, NODE_ETCD_PATIENCE_MS,
+					  node_on_halt_read, n, &n->rollout.halt_read);
 	else
-		log_fields(LOG_ERR, m->desired, NULL, "halted the rollout of %s: %s", m->desired,
-			   reason);
+		r = node_halt_send(n);
+	if (r < 0) {
+		node_halt_failed(n);
+		node_halt_end(n);
+		return 0;
+	}
 	return 1;
 }
 
@@ -543,51 +662,177 @@ int node_check_budget(struct node *n)
  * lease deletes a holder, and so does every run's end; they differ in what
  * the holder's host left at that revision: a run's end deletes its
  * puppet/running in the same txn, a death does not.  One host looks, the
- * first in the queue (one read per freed slot), and writes the dead host's
- * failure record, once (create-if-absent); it then checks the budget, since
- * the dead host cannot.
+ * first in the queue (one read per freed slot, pinned to the deletion's
+ * revision), and writes the dead host's failure record, once (a guarded
+ * write: only while it has none); it then checks the budget, since the dead
+ * host cannot.  The holders are looked at one at a time, each a read and
+ * maybe a write that do not block the loop; until the last is done the node
+ * starts no run, as the budget may be spent.
  */
-int node_check_released(struct node *n)
+static void node_dead_next(struct node *n);
+
+/* The first holder in the queue is done with. */
+static void node_dead_pop(struct node *n)
+{
+	struct node_rollout *ro = &n->rollout;
+
+	dead_holder_release(ro->dead[0]);
+	free(ro->dead[0]);
+	memmove(&ro->dead[0], &ro->dead[1], (ro->n_dead - 1) * sizeof(*ro->dead));
+	ro->n_dead--;
+}
+
+/* The failure records this node wrote that its model has not caught up with
+ * (their events may come after others): the budget counts them in. */
+static size_t node_dead_unseen(struct node *n)
+{
+	struct node_rollout *ro = &n->rollout;
+	size_t k = 0;
+
+	for (size_t i = 0; i < ro->n_dead_written; i++)
+		if (ro->dead_written[i] > n->sync.model.revision)
+			ro->dead_written[k++] = ro->dead_written[i];
+	ro->n_dead_written = k;
+	return k;
+}
+
+/* A dead host's record was written at this rollout: the budget, counted
+ * with it. */
+static void node_dead_check_budget(struct node *n, const struct dead_holder *d)
 {
 	const struct fleet_model *m = &n->sync.model;
+	_cleanup_(freep) char *reason = NULL;
+	size_t failed;
+
+	if (m->trigger != d->trigger || !streq_ptr(m->desired, d->version))
+		return;		/* a new trigger came: the record does not count */
+	failed = fleet_model_failures(m) + node_dead_unseen(n);
+	/* While max_fail_percent's alive hosts are read (-EAGAIN), the record
+	 * reaches the model of every host, and whoever would start next
+	 * counts it (fleet_model_decide) and halts if the budget is spent. */
+	if (node_budget_exceeded(n, failed, 0, &reason) > 0)
+		(void)node_halt(n, reason, failed);
+}
+
+/* The first holder's look ended (nothing to write, or its record's write
+ * ended): the next. */
+static void node_dead_done(struct node *n)
+{
+	n->rollout.dead_busy = false;
+	node_dead_pop(n);
+	node_dead_next(n);
+}
+
+/* The record's write ended: written, or someone else recorded it first
+ * (-ECANCELED), or it failed, as a read that failed does. */
+static void node_dead_recorded(struct node *n, int r)
+{
+	struct node_rollout *ro = &n->rollout;
+	const struct dead_holder *d = ro->dead[0];
+
+	if (r == 0) {
+		log_fields(LOG_WARNING, d->version, NULL,
+			   "%s died holding a rollout slot for %s: counted as failed", d->host,
+			   d->version);
+		int64_t *v = realloc(ro->dead_written, (ro->n_dead_written + 1) * sizeof(*v));
+		if (v) {
+			ro->dead_written = v;
+			ro->dead_written[ro->n_dead_written++] = node_write_revision(n);
+		}
+		node_dead_check_budget(n, d);
+	} else if (r != -ECANCELED)
+		log_warnx("cannot check whether %s died holding a slot: %s", d->host,
+			  node_etcd_error(n));
+	node_dead_done(n);
+}
+
+/* puppet/running/HOST at the holder's deletion was read: a dead host's
+ * record is written; a done one, or a revision compacted meanwhile (nobody
+ * can tell), is let go. */
+static void node_on_dead_read(int error, struct dead_holder *d, void *userdata)
+{
+	struct node *n = userdata;
+	struct fleet_batch *b = NULL;
+	int r = error;
+
+	n->rollout.dead_read = NULL;
+	if (r >= 0 && d->died) {
+		if ((r = fleet_batch_new(&n->fleet, &b)) >= 0 &&
+		    (r = fleet_batch_dead_holder(b, d)) >= 0 &&
+		    (r = node_write_begin(n, TAKE_PTR(b), "a dead host's failure record",
+					  node_dead_recorded)) >= 0)
+			return;		/* still busy: node_dead_recorded() ends it */
+		fleet_batch_free(b);
+	}
+	if (r < 0)
+		log_warnx("cannot check whether %s died holding a slot: %s", d->host,
+			  node_etcd_error(n));
+	node_dead_done(n);
+}
+
+/* Looks at the first holder in the queue, unless one is being looked at;
+ * once none is left, the node decides again. */
+static void node_dead_next(struct node *n)
+{
+	struct node_rollout *ro = &n->rollout;
+
+	if (ro->dead_busy)
+		return;
+	while (ro->n_dead > 0 && !n->stopping) {
+		if (fleet_dead_holder_read_start(&n->fleet, ro->dead[0], NODE_ETCD_PATIENCE_MS,
+						 node_on_dead_read, n, &ro->dead_read) >= 0) {
+			ro->dead_busy = true;
+			return;
+		}
+		log_warnx("cannot check whether %s died holding a slot: %s", ro->dead[0]->host,
+			  node_etcd_error(n));
+		node_dead_pop(n);
+	}
+	node_schedule_evaluate(n);
+}
+
+/* Queues the holders deleted since the last look that this node is to look
+ * at: under a budget, by the first in the queue, those of this rollout. */
+static void node_dead_queue(struct node *n, const struct rollout_holder *gone, size_t n_gone)
+{
+	const struct fleet_model *m = &n->sync.model;
+	struct node_rollout *ro = &n->rollout;
+	size_t rank, in_stage;
+
+	if (m->policy_state != 1 || !rollout_policy_has_budget(&m->policy) || !m->desired_known ||
+	    !m->desired || m->trigger <= 0 || fleet_model_halted(m, NULL) ||
+	    fleet_model_holder_rank(m, &rank, &in_stage) != 1 || rank != 0)
+		return;
+	for (size_t i = 0; i < n_gone; i++) {
+		if (strcmp(gone[i].host, n->host) == 0 || gone[i].create_revision <= m->trigger)
+			continue;
+		/* One allocation each: the first's read holds its address. */
+		_cleanup_(freep) struct dead_holder *d = calloc(1, sizeof(*d));
+		struct dead_holder **v = realloc(ro->dead, (ro->n_dead + 1) * sizeof(*v));
+		if (v)
+			ro->dead = v;
+		if (!d || !v || dead_holder_init(d, gone[i].host, gone[i].create_revision,
+						 m->desired, m->trigger) < 0)
+			continue;
+		ro->dead[ro->n_dead++] = TAKE_PTR(d);
+	}
+}
+
+/* Returns 1 while dead holders are being looked at: no run starts until
+ * their records, and the budget counted with them, are settled. */
+int node_check_released(struct node *n)
+{
 	struct rollout_holder *gone = NULL;
 	size_t n_gone = node_sync_take_released(n, &gone);
-	size_t rank, in_stage;
-	size_t wrote = 0;
 
-	if (n_gone == 0)
-		return 0;
-	if (m->policy_state == 1 && rollout_policy_has_budget(&m->policy) && m->desired_known &&
-	    m->desired && m->trigger > 0 && !fleet_model_halted(m, NULL) &&
-	    fleet_model_holder_rank(m, &rank, &in_stage) == 1 && rank == 0) {
-		for (size_t i = 0; i < n_gone; i++) {
-			if (strcmp(gone[i].host, n->host) == 0 ||
-			    gone[i].create_revision <= m->trigger)
-				continue;
-			int r = fleet_record_dead_holder(&n->fleet, gone[i].host,
-							 gone[i].create_revision, m->desired,
-							 m->trigger);
-			if (r < 0)
-				log_warnx("cannot check whether %s died holding a slot: %s",
-					  gone[i].host, node_etcd_error(n));
-			if (r > 0) {
-				log_fields(LOG_WARNING, m->desired, NULL,
-					   "%s died holding a rollout slot for %s: counted as failed",
-					   gone[i].host, m->desired);
-				wrote++;
-			}
-		}
+	if (n_gone > 0) {
+		node_dead_queue(n, gone, n_gone);
+		rollout_holders_free(gone, n_gone);
+		free(gone);
+		if (n->rollout.n_dead > 0)
+			node_dead_next(n);
 	}
-	rollout_holders_free(gone, n_gone);
-	free(gone);
-	if (wrote) {
-		/* Their records are not in the model yet: count them in. */
-		_cleanup_(freep) char *reason = NULL;
-		size_t failed = fleet_model_failures(m) + wrote;
-		if (node_budget_exceeded(n, failed, 0, &reason) > 0)
-			return node_halt(n, reason, failed);
-	}
-	return 0;
+	return n->rollout.n_dead > 0;
 }
 
 /* Whether failed hosts are more than the policy's budget

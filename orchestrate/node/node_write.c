@@ -109,8 +109,9 @@ static int node_write_ask(struct node *n)
 }
 
 /* Ends the first write: the services it carried count as published when it
- * was applied, its done function runs, and the next write goes out. */
-static void node_write_end(struct node *n, int error)
+ * was applied, its done function runs (node_write_revision() says where it
+ * landed), and the next write goes out. */
+static void node_write_end(struct node *n, int error, int64_t revision)
 {
 	struct node_write *w = n->write;
 	node_write_fn done = w->done;
@@ -121,10 +122,12 @@ static void node_write_end(struct node *n, int error)
 		node_services_committed(n, &w->staged);
 	w->call = NULL;
 	node_write_free(w);
+	n->write_revision = error == 0 ? revision : 0;
 	done(n, error);
+	n->write_revision = 0;
 	if (n->write && !n->write->call && !n->write->resend &&
 	    (r = node_write_send(n)) < 0) {
-		node_write_end(n, r);
+		node_write_end(n, r, 0);
 		return;
 	}
 	if (n->write)
@@ -143,7 +146,7 @@ static int node_on_write_resend(sd_event_source *s, uint64_t usec, void *userdat
 
 	node_timer_cancel(&n->write->resend);
 	if ((r = node_write_ask(n)) < 0)
-		node_write_end(n, r);
+		node_write_end(n, r, 0);
 	return 0;
 }
 
@@ -158,7 +161,7 @@ static void node_write_later(struct node *n, int error, bool was_question)
 		  was_question ? " was applied" : "", node_etcd_error(n),
 		  (double)delay / (double)USEC_PER_SEC);
 	if (node_timer_arm(n, &w->resend, delay, node_on_write_resend) < 0)
-		node_write_end(n, error);
+		node_write_end(n, error, 0);
 }
 
 static void node_on_write_answer(int error, int64_t revision, void *userdata)
@@ -171,7 +174,7 @@ static void node_on_write_answer(int error, int64_t revision, void *userdata)
 		log_info("%s written at revision %lld, after %u unanswered send%s", w->what,
 			 (long long)revision, w->sends - 1, w->sends == 2 ? "" : "s");
 	if (node_write_definite(error) || n->stopping) {
-		node_write_end(n, error);
+		node_write_end(n, error, revision);
 		return;
 	}
 	node_write_later(n, error, false);
@@ -187,11 +190,11 @@ static void node_on_write_applied(int error, int64_t revision, void *userdata)
 	if (error == 0 && revision > 0) {
 		log_info("%s written at revision %lld (read back: %u send%s without an answer)",
 			 w->what, (long long)revision, w->sends, w->sends == 1 ? "" : "s");
-		node_write_end(n, 0);
+		node_write_end(n, 0, revision);
 		return;
 	}
 	if (n->stopping) {
-		node_write_end(n, error < 0 ? error : -ECONNREFUSED);
+		node_write_end(n, error < 0 ? error : -ECONNREFUSED, 0);
 		return;
 	}
 	if (error < 0 && !node_write_definite(error)) {
@@ -201,7 +204,7 @@ static void node_on_write_applied(int error, int64_t revision, void *userdata)
 	/* Not applied (or the read was refused: a settled resend is safe). */
 	log_warnx("%s was not applied: sending it again (settled)", w->what);
 	if ((r = node_write_send(n)) < 0)
-		node_write_end(n, r);
+		node_write_end(n, r, 0);
 }
 
 int node_write_begin(struct node *n, struct fleet_batch *batch, const char *what,
@@ -235,6 +238,11 @@ int node_write_begin(struct node *n, struct fleet_batch *batch, const char *what
 		return r;
 	}
 	return 0;
+}
+
+int64_t node_write_revision(const struct node *n)
+{
+	return n->write_revision;
 }
 
 void node_write_abandon(struct node *n)
