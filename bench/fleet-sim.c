@@ -7,12 +7,9 @@
  * --etcd.  What it costs etcd is therefore what a real node costs etcd; only the
  * hooks are stand-ins, and the process, not the machine, is shared.
  *
- * Threads.  A node's registration, its reads of the fleet, its keepalive and
- * the writes a trigger makes run on its client's multi handle, but a few rarer
- * requests (max_percent's and max_fail_percent's reads, a group's progress) still block
- * its loop, and one loop carrying thousands of nodes would serve those one
- * after the other.  T
- * worker threads (--threads) each run their own sd-event loop (sd_event_new,
+ * Threads.  Every request a node makes runs on its client's multi handle, so
+ * one loop can carry thousands of nodes; T worker threads (--threads) spread
+ * them over the machine's cores.  They each run their own sd-event loop (sd_event_new,
  * never the per-thread default) with N/T nodes; a node is created, driven and
  * freed on its worker's thread only.  Everything process-wide is set up in
  * main() before the first thread starts: curl_global_init(), the log level, the
