@@ -714,6 +714,8 @@ static int node_reconnect(struct node *n, struct etcd_options *fresh)
 		return r;
 	node_stop_watches(n);
 	node_keepalive_stop(n);
+	/* Frees every request in flight on the old client, without calling
+	 * back: each part forgets its own below and goes on on the new one. */
 	fleet_disconnect(&n->fleet);
 	n->fleet = f;
 	/* the options' strings are owned by the resolved options: swap them so
@@ -721,6 +723,11 @@ static int node_reconnect(struct node *n, struct etcd_options *fresh)
 	t = n->opt.etcd;
 	n->opt.etcd = *fresh;
 	*fresh = t;
+	node_write_client_changed(n);
+	node_sync_client_changed(n);
+	node_facts_client_changed(n);
+	node_run_client_changed(n);
+	node_rollout_client_changed(n);
 	node_keepalive_restart(n);
 	return 0;
 }

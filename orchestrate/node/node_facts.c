@@ -155,6 +155,14 @@ void node_facts_seen(struct node *n, int64_t revision)
 		n->facts.seen = revision;
 }
 
+void node_facts_client_changed(struct node *n)
+{
+	if (!n->facts.read)
+		return;
+	n->facts.read = NULL;
+	node_schedule_evaluate(n);	/* the decision that waited asks again */
+}
+
 void node_facts_release(struct node *n)
 {
 	fleet_call_cancel(n->facts.read);

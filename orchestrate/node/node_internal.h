@@ -383,6 +383,16 @@ void node_catalog_stop(struct node *n);
 void node_catalog_abandon(struct node *n);
 void node_catalog_release(struct node *n);
 
+/* A reload's new etcd client (node_reconnect): the old one was freed with
+ * every request in flight on it, without calling back.  Each part forgets
+ * its own and goes on on the new client: a write is asked about (it may have
+ * been applied), a read is made again. */
+void node_write_client_changed(struct node *n);
+void node_sync_client_changed(struct node *n);
+void node_facts_client_changed(struct node *n);
+void node_run_client_changed(struct node *n);
+void node_rollout_client_changed(struct node *n);
+
 /* node_facts.c */
 /*
  * The facts need names (FACTS_* of fleet_facts.h; the groups are the

@@ -791,6 +791,23 @@ static void node_dead_next(struct node *n)
 	node_schedule_evaluate(n);
 }
 
+void node_rollout_client_changed(struct node *n)
+{
+	struct node_rollout *ro = &n->rollout;
+
+	if (ro->halt_read) {
+		/* The budget is checked again after the backoff, and halts. */
+		ro->halt_read = NULL;
+		node_halt_failed(n);
+		node_halt_end(n);
+	}
+	if (ro->dead_read) {
+		ro->dead_read = NULL;
+		ro->dead_busy = false;
+		node_dead_next(n);	/* the same holder, asked on the new client */
+	}
+}
+
 /* Queues the holders deleted since the last look that this node is to look
  * at: under a budget, by the first in the queue, those of this rollout. */
 static void node_dead_queue(struct node *n, const struct rollout_holder *gone, size_t n_gone)

@@ -299,6 +299,11 @@ static void node_on_history(int result, struct run_history *old, void *userdata)
 	n->run.history_known = true;
 }
 
+void node_run_client_changed(struct node *n)
+{
+	n->run.history_read = NULL;	/* read again at the next run's end */
+}
+
 /* Reads history/HOST (at the first sync, or at a run's end when that read
  * failed), without blocking: the runs kept before this life of the daemon.
  * Until it is read the end txns leave the key alone rather than overwrite

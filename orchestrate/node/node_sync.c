@@ -273,6 +273,16 @@ void node_sync_init(struct node *n)
 	n->sync.model.catalog = (struct catalog)CATALOG_INIT;
 }
 
+void node_sync_client_changed(struct node *n)
+{
+	/* A read in flight is made again; a registration the lease part
+	 * dropped is made again too (node_on_resync registers first). */
+	if (n->sync.read || !n->sync.synced) {
+		n->sync.read = NULL;
+		node_schedule_resync(n, 0);
+	}
+}
+
 void node_sync_stop(struct node *n)
 {
 	node_timer_cancel(&n->sync.resync);

@@ -245,6 +245,19 @@ int64_t node_write_revision(const struct node *n)
 	return n->write_revision;
 }
 
+void node_write_client_changed(struct node *n)
+{
+	struct node_write *w = n->write;
+
+	if (!w || !w->call)
+		return;		/* none, or waiting for its backoff: goes on as it is */
+	w->call = NULL;
+	log_info("the etcd connection changed while %s was in flight: asking whether it was "
+		 "applied", w->what);
+	if (node_write_ask(n) < 0)
+		node_write_later(n, -ECONNRESET, true);
+}
+
 void node_write_abandon(struct node *n)
 {
 	while (n->write) {
