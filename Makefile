@@ -92,6 +92,7 @@ LIB_OBJS = \
 	orchestrate/fleet/fleet_stream.o \
 	orchestrate/fleet/fleet_model.o \
 	orchestrate/fleet/fleet_facts.o \
+	orchestrate/fleet/fleet_queue.o \
 	orchestrate/fleet/fleet_events.o \
 	orchestrate/fleet/fleet_plan.o \
 	orchestrate/fleet/fleet_rollout.o \
@@ -128,6 +129,7 @@ DAEMON_OBJS = \
 	orchestrate/node/node_sync.o \
 	orchestrate/node/node_catalog.o \
 	orchestrate/node/node_rollout.o \
+	orchestrate/node/node_queue.o \
 	orchestrate/node/node_facts.o \
 	orchestrate/node/node_run.o \
 	orchestrate/node/node_write.o \

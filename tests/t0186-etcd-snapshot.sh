@@ -20,7 +20,7 @@ test_expect_success 'the snapshot driver passes against a real etcd' '
 test_expect_success 'every case ran and none failed' '
 	cat out &&
 	! grep "^not ok" out &&
-	test "$(grep -c "^ok" out)" -ge 30
+	test "$(grep -c "^ok" out)" -ge 45
 '
 
 test_done

@@ -129,6 +129,11 @@ enum {
 	 * ranges all say so is a serializable txn): at least as new as what
 	 * that member's watches delivered, possibly older than the cluster. */
 	ETCD_SERIALIZABLE = 1 << 2,
+	/* A snapshot range only: the keys created before max_create_revision
+	 * (struct etcd_range), newest first by create revision, at most limit
+	 * of them and no further page.  etcd's lock recipe: the last of them is
+	 * the key just ahead of one created at max_create_revision + 1. */
+	ETCD_NEWEST_FIRST = 1 << 3,
 };
 
 /*
@@ -288,7 +293,9 @@ void etcd_call_cancel(struct etcd_call *call);
 struct etcd_range {
 	const char *key;
 	bool prefix;			/* every key starting with key; else key alone */
-	unsigned flags;			/* ETCD_KEYS_ONLY, ETCD_COUNT_ONLY */
+	unsigned flags;			/* ETCD_KEYS_ONLY, ETCD_COUNT_ONLY, ... */
+	long limit;			/* ETCD_NEWEST_FIRST: at most this many keys... */
+	int64_t max_create_revision;	/* ...created at or before this revision */
 };
 typedef void (*etcd_snapshot_fn)(int error, struct etcd_kv_list *lists, size_t n,
 				 int64_t revision, void *userdata);
@@ -309,6 +316,7 @@ enum etcd_event_type { ETCD_EVENT_PUT, ETCD_EVENT_DELETE };
 struct etcd_event {
 	enum etcd_event_type type;
 	struct etcd_kv kv;	/* for DELETE, only key and mod_revision */
+	struct etcd_kv prev_kv;	/* ETCD_WATCH_PREV_KV: the key before; else empty */
 };
 
 /*
@@ -372,6 +380,12 @@ struct etcd_watch_range {
 	const char *key;
 	bool prefix;
 	int64_t start_revision;
+	const char *range_end;	/* [key, range_end) when not NULL (prefix unused) */
+	unsigned flags;		/* ETCD_WATCH_NO_PUT, ETCD_WATCH_PREV_KV */
+};
+enum {
+	ETCD_WATCH_NO_PUT = 1 << 0,	/* deletions only */
+	ETCD_WATCH_PREV_KV = 1 << 1,	/* each event with the key as it was before */
 };
 
 int etcd_watch_start_ranges(struct etcd_client *c, const struct etcd_watch_range *ranges,
@@ -382,6 +396,8 @@ struct etcd_watch *etcd_watch_stop(struct etcd_watch *w);
 int64_t etcd_watch_range_revision(const struct etcd_watch *w, size_t i);
 /* How many times streams were reconnected (for metrics and tests). */
 uint64_t etcd_client_reconnects(const struct etcd_client *c);
+/* How many events its watches delivered (for metrics and tests). */
+uint64_t etcd_client_events(const struct etcd_client *c);
 
 /* --- decoding (exposed for unit tests and fuzzing) ------------------------ */
 

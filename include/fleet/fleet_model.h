@@ -58,6 +58,13 @@ struct fleet_model {
 	char *k_failed_dir, *k_canary_dir, *k_halted, *k_promoted;
 	char *k_services_dir;
 	char **k_service_dirs;		/* one per consumed service, NULL-terminated */
+	char *k_holders_end, *k_rollout_end;	/* the ends of those prefixes */
+	/* Set by the daemon after fleet_model_init(): the node follows the slot
+	 * queue itself (fleet_queue.h), so the model neither keeps nor
+	 * watches rollout/holders/, whose every key would otherwise reach
+	 * every node.  rollout/ is then watched as two ranges, below and
+	 * above holders/. */
+	bool queue_apart;
 
 	/* What etcd said: revision is the newest event applied.  A txn that
 	 * touches two watched ranges reaches the node as one frame per range,
@@ -67,6 +74,7 @@ struct fleet_model {
 	int64_t revision;
 	int64_t pause_revision;
 	int64_t rollout_revision;
+	int64_t rollout_high_revision;	/* queue_apart: rollout/ above holders/ */
 	bool desired_known;		/* false: implausible current_version */
 	char *desired;			/* NULL: none set */
 	int64_t trigger;		/* current_version's mod revision: the rollout's id */
@@ -117,12 +125,13 @@ int fleet_model_read_start(struct fleet *f, struct fleet_model *m, long patience
 			   fleet_model_read_fn fn, void *userdata, struct etcd_call **ret);
 
 /* The ranges to watch from m->revision + 1: current_version, pause/, rollout/
- * and the catalog (whole or per consumed service), in that order: the
- * catalog's are those from FLEET_MODEL_CATALOG_RANGE on.  *ret points into m (valid
- * until m changes or is released); free only the array. */
+ * (two ranges around holders/ when queue_apart) and the catalog (whole or
+ * per consumed service), in that order: the catalog's are those from
+ * fleet_model_catalog_range() on.  *ret points into m (valid until m
+ * changes or is released); free only the array. */
 int fleet_model_ranges(const struct fleet_model *m, struct etcd_watch_range **ret,
 		       size_t *ret_n);
-#define FLEET_MODEL_CATALOG_RANGE 3
+size_t fleet_model_catalog_range(const struct fleet_model *m);
 
 /* Applies watch events (in revision order) and ORs into *ret_changed what they
  * changed.  Only -ENOMEM fails, and then the model must be read again. */
@@ -175,6 +184,9 @@ struct rollout_ask {
 	long alive;		/* alive hosts for max_fail_percent; < 0: not counted */
 	bool queued;		/* the host put its holder key */
 	bool has_slot;		/* it took a slot already (splay, retry): kept */
+	/* queue_apart: the host's place, as the caller follows it. */
+	bool placed;		/* its key is in the queue and its place known: */
+	size_t ahead;		/* the holders created before it */
 };
 struct rollout_decision {
 	enum rollout_verdict verdict;

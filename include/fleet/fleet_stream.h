@@ -28,6 +28,8 @@ int fleet_connect(struct fleet *f, const struct etcd_options *opts, const char *
 void fleet_disconnect(struct fleet *f);
 /* How many times the fleet's client reconnected its streams (for metrics). */
 uint64_t fleet_client_reconnects(const struct fleet *f);
+/* How many watch events its streams delivered (for metrics). */
+uint64_t fleet_client_events(const struct fleet *f);
 
 /*
  * One stream over n_ranges ranges, on the fleet's client (fleet_connect()),

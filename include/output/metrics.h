@@ -34,6 +34,7 @@ struct metrics {
 	size_t n_hooks;
 	size_t catalog_entries;
 	uint64_t etcd_reconnects;
+	uint64_t watch_events;
 	uint64_t lease_regrants;
 	const char *const *states;	/* every state name, in order */
 	size_t n_states;

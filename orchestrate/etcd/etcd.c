@@ -71,6 +71,7 @@ const char *etcd_current_endpoint(const struct etcd_client *c)
 }
 
 uint64_t etcd_client_reconnects(const struct etcd_client *c) { return c->reconnects; }
+uint64_t etcd_client_events(const struct etcd_client *c) { return c->events; }
 
 /* --- endpoints --------------------------------------------------------------- */
 
@@ -957,6 +958,19 @@ cJSON *etcd_range_request(const char *key, size_t key_len, const char *end, size
 	    (revision > 0 && add_int64(req, "revision", revision) < 0))
 		return NULL;
 	return TAKE_PTR(req);
+}
+
+int etcd_range_newest_first(cJSON *req, long limit, int64_t max_create_revision)
+{
+	/* etcd reads the whole range, drops the keys created later, sorts the
+	 * rest and keeps the first limit: "more" then says there were more. */
+	cJSON_DeleteItemFromObjectCaseSensitive(req, "limit");
+	if (add_int64(req, "limit", limit) < 0 ||
+	    add_int64(req, "max_create_revision", max_create_revision) < 0 ||
+	    !cJSON_AddStringToObject(req, "sort_order", "DESCEND") ||
+	    !cJSON_AddStringToObject(req, "sort_target", "CREATE"))
+		return -ENOMEM;
+	return 0;
 }
 
 /* --- writes ------------------------------------------------------------------ */

@@ -459,7 +459,9 @@ int etcd_txn_commit_start(struct etcd_client *c, const struct etcd_txn *t, long 
 struct snapshot_range {
 	char *key, *end;		/* end NULL: the key alone */
 	size_t key_len, end_len;
-	unsigned flags;			/* ETCD_KEYS_ONLY, ETCD_COUNT_ONLY */
+	unsigned flags;			/* ETCD_KEYS_ONLY, ETCD_COUNT_ONLY, ... */
+	long limit;			/* ETCD_NEWEST_FIRST's */
+	int64_t max_create_revision;
 	bool more;			/* etcd holds keys past the last page read */
 };
 
@@ -517,6 +519,13 @@ static int snapshot_decode_txn(struct etcd_call *call, const cJSON *reply)
 		if (!cJSON_IsObject(range) || etcd_decode_range(range, l, &sr->more) < 0)
 			return snapshot_malformed(call);
 		l->revision = s->revision;
+		if (sr->flags & ETCD_NEWEST_FIRST) {
+			/* The newest limit keys are all it asked for: no page
+			 * follows, and they must be at most limit. */
+			if (l->n > (size_t)sr->limit)
+				return snapshot_malformed(call);
+			sr->more = false;
+		}
 		/* One key is that key or nothing; a page that says more has
 		 * keys, or the next page could never start after its last. */
 		if ((!sr->end && (sr->more || l->n > 1 ||
@@ -596,6 +605,14 @@ static int snapshot_new(const struct etcd_range *ranges, size_t n, struct etcd_s
 		struct snapshot_range *sr = &s->ranges[i];
 		sr->key_len = strlen(ranges[i].key);
 		sr->flags = ranges[i].flags;
+		sr->limit = ranges[i].limit;
+		sr->max_create_revision = ranges[i].max_create_revision;
+		if ((sr->flags & ETCD_NEWEST_FIRST) &&
+		    (sr->limit <= 0 || sr->max_create_revision <= 0 ||
+		     (sr->flags & ETCD_COUNT_ONLY))) {
+			snapshot_free(s);
+			return -EINVAL;
+		}
 		if (!(sr->key = strdup(ranges[i].key))) {
 			snapshot_free(s);
 			return -ENOMEM;
@@ -624,6 +641,11 @@ static int snapshot_body(const struct etcd_snapshot *s, char **ret)
 		cJSON *op = cJSON_CreateObject();
 		cJSON *req = etcd_range_request(sr->key, sr->key_len, sr->end, sr->end_len,
 						sr->flags, 0, s->at);
+		if (req && (sr->flags & ETCD_NEWEST_FIRST) &&
+		    etcd_range_newest_first(req, sr->limit, sr->max_create_revision) < 0) {
+			cJSON_Delete(req);
+			req = NULL;
+		}
 		if (!op || !req || !cJSON_AddItemToArray(success, op) ||
 		    !cJSON_AddItemToObject(op, "request_range", req)) {
 			cJSON_Delete(req);

@@ -30,6 +30,7 @@ struct etcd_client {
 	struct buf error;		/* etcd_last_error() */
 	uint64_t requests;		/* counted, for debugging */
 	uint64_t reconnects;
+	uint64_t events;		/* delivered by its watches */
 	int64_t revision;		/* etcd_client_revision() */
 
 	/* event-loop mode (etcd_client_attach_event) */
@@ -115,6 +116,9 @@ char *etcd_page_after(const struct etcd_kv_list *l, size_t *ret_len);
  * etcd_get_prefix()'s; at revision when > 0.  NULL when out of memory. */
 cJSON *etcd_range_request(const char *key, size_t key_len, const char *end, size_t end_len,
 			  unsigned flags, long page_size, int64_t revision);
+/* Turns a range request into ETCD_NEWEST_FIRST's: at most limit keys
+ * created at or before max_create_revision, newest first. */
+int etcd_range_newest_first(cJSON *req, long limit, int64_t max_create_revision);
 /* The endpoint that answered last (or will be tried first). */
 const char *etcd_current_endpoint(const struct etcd_client *c);
 /* Whether the last error is etcd's "lease not found": a lease that expired

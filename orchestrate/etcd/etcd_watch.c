@@ -57,6 +57,7 @@
 struct watch_range {
 	char *key, *range_end;		/* range_end NULL: one key */
 	size_t key_len, range_end_len;
+	unsigned flags;			/* ETCD_WATCH_NO_PUT, ETCD_WATCH_PREV_KV */
 	int64_t last_rev;		/* last revision delivered */
 	int64_t watch_id;		/* etcd's id on the current stream; -1 before created */
 };
@@ -115,8 +116,10 @@ static int64_t watch_low_revision(const struct etcd_watch *w)
 
 void etcd_events_free(struct etcd_event *events, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		etcd_kv_release(&events[i].kv);
+		etcd_kv_release(&events[i].prev_kv);
+	}
 	free(events);
 }
 
@@ -159,6 +162,7 @@ static int decode_events(const cJSON *events, struct etcd_event *ev, size_t *n)
 	cJSON_ArrayForEach(item, events) {
 		const cJSON *type = cJSON_GetObjectItemCaseSensitive(item, "type");
 		const cJSON *kv = cJSON_GetObjectItemCaseSensitive(item, "kv");
+		const cJSON *prev = cJSON_GetObjectItemCaseSensitive(item, "prev_kv");
 		if (!cJSON_IsObject(item) || (type && !cJSON_IsString(type)))
 			return -EPROTO;
 		/* The gateway leaves out the zero value: no "type" is a PUT. */
@@ -168,8 +172,13 @@ static int decode_events(const cJSON *events, struct etcd_event *ev, size_t *n)
 			ev[*n].type = ETCD_EVENT_DELETE;
 		else
 			return -EPROTO;
+		ev[*n].prev_kv = (struct etcd_kv){ 0 };
 		if (etcd_decode_kv(kv, &ev[*n].kv) < 0)
 			return -EPROTO;
+		if (prev && etcd_decode_kv(prev, &ev[*n].prev_kv) < 0) {
+			etcd_kv_release(&ev[*n].kv);
+			return -EPROTO;
+		}
 		(*n)++;
 	}
 	return 0;
@@ -312,6 +321,17 @@ static int add_bytes(cJSON *obj, const char *field, const char *data, size_t len
 	return cJSON_AddStringToObject(obj, field, buf_str(&b)) ? 0 : -ENOMEM;
 }
 
+static bool add_no_put(cJSON *req)
+{
+	cJSON *filters = cJSON_AddArrayToObject(req, "filters");
+	cJSON *f = cJSON_CreateString("NOPUT");
+	if (!filters || !f || !cJSON_AddItemToArray(filters, f)) {
+		cJSON_Delete(f);
+		return false;
+	}
+	return true;
+}
+
 /* Appends one range's create request to the stream's body. */
 static int add_create_request(struct buf *body, const struct watch_range *wr)
 {
@@ -321,6 +341,8 @@ static int add_create_request(struct buf *body, const struct watch_range *wr)
 	snprintf(rev, sizeof(rev), "%" PRId64, wr->last_rev + 1);
 	if (!req || add_bytes(req, "key", wr->key, wr->key_len) < 0 ||
 	    (wr->range_end && add_bytes(req, "range_end", wr->range_end, wr->range_end_len) < 0) ||
+	    ((wr->flags & ETCD_WATCH_NO_PUT) && !add_no_put(req)) ||
+	    ((wr->flags & ETCD_WATCH_PREV_KV) && !cJSON_AddTrueToObject(req, "prev_kv")) ||
 	    /* Revision 0 is "from now"; the created frame then tells which. */
 	    (wr->last_rev > 0 && !cJSON_AddStringToObject(req, "start_revision", rev)) ||
 	    /* Progress notifications advance the resume revision on a quiet
@@ -536,6 +558,7 @@ static bool watch_handle_frame(struct etcd_watch *w, const char *text, size_t le
 	int cb = 0;
 	if (kept > 0 || n == 0) {
 		w->dispatching = true;
+		w->c->events += kept;
 		cb = w->on_events(events, kept, revision, w->userdata);
 		w->dispatching = false;
 	}
@@ -671,7 +694,14 @@ static struct etcd_watch *watch_new(struct etcd_client *c, const struct etcd_wat
 		wr->key = strdup(ranges[i].key);
 		if (!wr->key)
 			return NULL;
-		if (ranges[i].prefix) {
+		wr->flags = ranges[i].flags;
+		if (ranges[i].range_end) {
+			wr->range_end_len = strlen(ranges[i].range_end);
+			if (!(wr->range_end = strdup(ranges[i].range_end))) {
+				free(wr->key);
+				return NULL;
+			}
+		} else if (ranges[i].prefix) {
 			wr->range_end = malloc(wr->key_len + 1);
 			if (!wr->range_end) {
 				free(wr->key);
@@ -691,7 +721,7 @@ int etcd_watch(struct etcd_client *c, const char *key, bool prefix, int64_t star
 	       uint64_t deadline_ms, etcd_watch_fn fn, void *userdata,
 	       int64_t *ret_compact_revision)
 {
-	struct etcd_watch_range range = { key, prefix, start_revision };
+	struct etcd_watch_range range = { .key = key, .prefix = prefix, .start_revision = start_revision };
 	return etcd_watch_ranges(c, &range, 1, deadline_ms, fn, userdata, ret_compact_revision);
 }
 

@@ -674,7 +674,7 @@ int fleet_history_read_start(struct fleet *f, const char *host, long patience_ms
 		return -ENOMEM;
 	rd->fn = fn;
 	rd->userdata = userdata;
-	const struct etcd_range range = { key, false, 0 };
+	const struct etcd_range range = { .key = key, .prefix = false, .flags = 0 };
 	r = etcd_snapshot_start(f->etcd, &range, 1, 0, patience_ms, history_on_snapshot, rd, ret);
 	if (r >= 0)
 		rd = NULL;	/* the call owns it */

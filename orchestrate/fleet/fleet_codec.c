@@ -374,7 +374,8 @@ int rollout_policy_encode(const struct rollout_policy *p, char **ret)
 	return json_print(obj, ret);
 }
 
-int holder_value(const char *host, const char *version, const char *group, char **ret)
+int holder_value(const char *host, const char *version, const char *group, bool holds,
+		 char **ret)
 {
 	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
 	int r;
@@ -386,7 +387,15 @@ int holder_value(const char *host, const char *version, const char *group, char 
 	if ((r = json_add_string_opt(obj, "version", version)) < 0 ||
 	    (r = json_add_string_opt(obj, "group", group)) < 0)
 		return r;
+	if (holds && !cJSON_AddTrueToObject(obj, "holding"))
+		return -ENOMEM;
 	return json_print(obj, ret);
+}
+
+bool holder_holds(const struct etcd_kv *kv)
+{
+	_cleanup_(cJSON_Deletep) cJSON *obj = kv_json_object(kv);
+	return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(obj, "holding"));
 }
 
 int fleet_service_value(const char *service, const char *host,

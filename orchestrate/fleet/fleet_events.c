@@ -1260,7 +1260,7 @@ static void on_watch_error(struct etcd_watch *w, int error, int64_t compact, voi
 
 static int stream_watch(struct fleet_events *fe)
 {
-	struct etcd_watch_range range = { fe->state.k_root, true, fe->state.revision + 1 };
+	struct etcd_watch_range range = { .key = fe->state.k_root, .prefix = true, .start_revision = fe->state.revision + 1 };
 	return etcd_watch_start_ranges(fe->f->etcd, &range, 1, FLEET_EVENTS_IDLE_MS, on_events,
 				       on_watch_error, fe, &fe->watch);
 }

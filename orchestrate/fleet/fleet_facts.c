@@ -190,24 +190,24 @@ static int facts_ranges(const struct facts_read *rd, char ***ret_keys, struct et
 	if (!keys || !ranges)
 		return -ENOMEM;
 	if (x->what & FACTS_STAGES) {
-		ranges[n] = (struct etcd_range){ keys[n] = key_alive_dir(P), true,
-						 ETCD_KEYS_ONLY | SERIAL };
+		ranges[n] = (struct etcd_range){ .key = keys[n] = key_alive_dir(P), .prefix = true,
+						 .flags = ETCD_KEYS_ONLY | SERIAL };
 		n++;
-		ranges[n] = (struct etcd_range){ keys[n] = key_running_version_dir(P), true,
-						 SERIAL };
+		ranges[n] = (struct etcd_range){ .key = keys[n] = key_running_version_dir(P),
+						 .prefix = true, .flags = SERIAL };
 		n++;
 		for (size_t g = 0; g < x->n_groups; g++, n++)
 			ranges[n] = (struct etcd_range){
-				keys[n] = key_group_members_dir(P, x->groups[g]), true,
-				ETCD_KEYS_ONLY | SERIAL };
+				.key = keys[n] = key_group_members_dir(P, x->groups[g]), .prefix = true,
+				.flags = ETCD_KEYS_ONLY | SERIAL };
 	} else if (x->what & FACTS_ALIVE) {
-		ranges[n] = (struct etcd_range){ keys[n] = key_alive_dir(P), true,
-						 ETCD_COUNT_ONLY | SERIAL };
+		ranges[n] = (struct etcd_range){ .key = keys[n] = key_alive_dir(P), .prefix = true,
+						 .flags = ETCD_COUNT_ONLY | SERIAL };
 		n++;
 	}
 	for (size_t i = 0; (x->what & FACTS_SERVICES) && x->services[i]; i++, n++)
-		ranges[n] = (struct etcd_range){ keys[n] = key_service_dir(P, x->services[i]), true,
-						 SERIAL };
+		ranges[n] = (struct etcd_range){ .key = keys[n] = key_service_dir(P, x->services[i]),
+						 .prefix = true, .flags = SERIAL };
 	for (size_t i = 0; i < n; i++)
 		if (!keys[i])
 			return -ENOMEM;

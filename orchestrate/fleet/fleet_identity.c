@@ -118,7 +118,7 @@ int fleet_identity_grants(const char *P, const char *host, const char *group,
 	if (r >= 0)
 		r = grants_add(&g, key_history(P, host), false, FLEET_PERM_READWRITE);
 	/* a rollout that stops itself: the host's canary record, the failure
-	 * records (all of them: the first host in the queue writes the record
+	 * records (all of them: the first host waiting for a slot writes the record
 	 * of a host that died holding a slot), and the two shared records any
 	 * node may write (the halt it saw, the automatic promotion) — a node
 	 * that may halt the rollout gains nothing by writing a failure.  Not

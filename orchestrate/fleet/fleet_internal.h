@@ -98,7 +98,10 @@ int service_value(const char *service, const char *host,
 		  const struct catalog_entry *addresses, size_t n_addresses, bool healthy,
 		  char **ret);
 /* rollout/holders/HOST's value: {"version","group"}. */
-int holder_value(const char *host, const char *version, const char *group, char **ret);
+/* A holder key's value; holds: its run started (the queue's mark). */
+int holder_value(const char *host, const char *version, const char *group, bool holds,
+		 char **ret);
+bool holder_holds(const struct etcd_kv *kv);
 
 /* --- fleet.c: the operations ----------------------------------------------------- */
 

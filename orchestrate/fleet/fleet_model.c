@@ -107,6 +107,16 @@ static int kv_list_apply(struct etcd_kv_list *l, const struct etcd_kv *kv, bool 
 
 /* --- life cycle --------------------------------------------------------------------- */
 
+/* The key just after every key starting with dir (dir ends in '/'). */
+static char *prefix_end(const char *dir)
+{
+	size_t n = strlen(dir);
+	char *end = calloc(n + 1, 1);
+	if (end)
+		end[etcd_prefix_end(dir, n, end)] = '\0';
+	return end;
+}
+
 /* The copies and keys of fleet_model_init(); -ENOMEM leaves m for the caller
  * to release. */
 static int model_fill(struct fleet_model *m, const char *P, const char *host, const char *group,
@@ -136,6 +146,9 @@ static int model_fill(struct fleet_model *m, const char *P, const char *host, co
 	if (!m->k_rollout_dir)
 		return -ENOMEM;
 	m->k_rollout_dir[strlen(m->k_rollout_dir) - strlen("policy")] = '\0';
+	if (!(m->k_holders_end = prefix_end(m->k_holders_dir)) ||
+	    !(m->k_rollout_end = prefix_end(m->k_rollout_dir)))
+		return -ENOMEM;
 	if (consumed) {
 		for (n = 0; consumed[n]; n++)
 			;
@@ -200,6 +213,8 @@ void fleet_model_release(struct fleet_model *m)
 	free(m->k_rollout_dir);
 	free(m->k_policy);
 	free(m->k_holders_dir);
+	free(m->k_holders_end);
+	free(m->k_rollout_end);
 	free(m->k_services_dir);
 	free(m->desired);
 	etcd_kv_list_release(&m->pauses);
@@ -398,6 +413,8 @@ static int apply_one(struct fleet_model *m, const struct etcd_kv *kv, bool delet
 		r = set_policy(m, kv, deleted);
 		*changed |= MODEL_ROLLOUT;
 	} else if (has_prefix(kv, m->k_holders_dir)) {
+		if (m->queue_apart)
+			return 0;	/* a read holds them: they are not the model's */
 		r = set_holder(m, kv, deleted);
 		*changed |= MODEL_ROLLOUT;
 	} else if (has_prefix(kv, m->k_failed_dir)) {
@@ -419,6 +436,15 @@ static int apply_one(struct fleet_model *m, const struct etcd_kv *kv, bool delet
 	return r;
 }
 
+/* A key of rollout/ after holders/ (policy, promoted): queue_apart watches
+ * them in a range of their own, complete up to its own revision. */
+static bool above_holders(const struct fleet_model *m, const struct etcd_kv *kv)
+{
+	size_t n = strlen(m->k_holders_dir);
+	return has_prefix(kv, m->k_rollout_dir) && !has_prefix(kv, m->k_holders_dir) &&
+	       memcmp(kv->key, m->k_holders_dir, kv->key_len < n ? kv->key_len : n) > 0;
+}
+
 int fleet_model_apply(struct fleet_model *m, const struct etcd_event *events, size_t n,
 		      unsigned *ret_changed)
 {
@@ -429,7 +455,10 @@ int fleet_model_apply(struct fleet_model *m, const struct etcd_event *events, si
 		int64_t rev = events[i].kv.mod_revision;
 		if (rev > m->revision)
 			m->revision = rev;
-		if (has_prefix(&events[i].kv, m->k_rollout_dir) && rev > m->rollout_revision)
+		if (m->queue_apart && above_holders(m, &events[i].kv)) {
+			if (rev > m->rollout_high_revision)
+				m->rollout_high_revision = rev;
+		} else if (has_prefix(&events[i].kv, m->k_rollout_dir) && rev > m->rollout_revision)
 			m->rollout_revision = rev;
 		else if (has_prefix(&events[i].kv, m->k_pause_dir) && rev > m->pause_revision)
 			m->pause_revision = rev;
@@ -470,7 +499,7 @@ static int model_load(struct fleet_model *m, struct etcd_kv *version, struct etc
 	for (size_t i = 0; i < rollout->n; i++)
 		if ((r = apply_one(m, &rollout->kvs[i], false, &ignored)) < 0)
 			return r;
-	m->revision = m->pause_revision = m->rollout_revision = revision;
+	m->revision = m->pause_revision = m->rollout_revision = m->rollout_high_revision = revision;
 	return 0;
 }
 
@@ -560,9 +589,9 @@ int fleet_model_read_start(struct fleet *f, struct fleet_model *m, long patience
 	_cleanup_(strv_freep) char **status_keys = calloc(catalog - READ_STATUS + 1, sizeof(char *));
 	if (!ranges || !status_keys)
 		return -ENOMEM;
-	ranges[READ_VERSION] = (struct etcd_range){ m->k_version, false, 0 };
-	ranges[READ_PAUSES] = (struct etcd_range){ m->k_pause_dir, true, 0 };
-	ranges[READ_ROLLOUT] = (struct etcd_range){ m->k_rollout_dir, true, 0 };
+	ranges[READ_VERSION] = (struct etcd_range){ .key = m->k_version, .prefix = false, .flags = 0 };
+	ranges[READ_PAUSES] = (struct etcd_range){ .key = m->k_pause_dir, .prefix = true, .flags = 0 };
+	ranges[READ_ROLLOUT] = (struct etcd_range){ .key = m->k_rollout_dir, .prefix = true, .flags = 0 };
 	for (size_t t = 0; t < ELEMENTSOF(own_types); t++)
 		for (int s = 0; s < _STATE_MAX; s++) {
 			if (!status_state_allowed(own_types[t], (enum status_state)s))
@@ -571,11 +600,12 @@ int fleet_model_read_start(struct fleet *f, struct fleet_model *m, long patience
 			if (!key)
 				return -ENOMEM;
 			status_keys[k - READ_STATUS] = key;
-			ranges[k++] = (struct etcd_range){ key, false, 0 };
+			ranges[k++] = (struct etcd_range){ .key = key, .prefix = false, .flags = 0 };
 		}
 	for (size_t i = catalog; i < n; i++)
 		ranges[i] = (struct etcd_range){
-			m->consumed ? m->k_service_dirs[i - catalog] : m->k_services_dir, true, 0 };
+			.key = m->consumed ? m->k_service_dirs[i - catalog] : m->k_services_dir,
+			.prefix = true };
 	m->read_fn = fn;
 	m->read_userdata = userdata;
 	return etcd_snapshot_start(f->etcd, ranges, n, 0, patience_ms, model_on_snapshot, m, ret);
@@ -583,7 +613,7 @@ int fleet_model_read_start(struct fleet *f, struct fleet_model *m, long patience
 
 int fleet_model_ranges(const struct fleet_model *m, struct etcd_watch_range **ret, size_t *ret_n)
 {
-	size_t n = 3, k = 0;
+	size_t n = 4, k = 0;
 	int64_t from = m->revision + 1;
 
 	for (size_t i = 0; m->consumed && m->consumed[i]; i++)
@@ -593,16 +623,36 @@ int fleet_model_ranges(const struct fleet_model *m, struct etcd_watch_range **re
 	struct etcd_watch_range *v = calloc(n, sizeof(*v));
 	if (!v)
 		return -ENOMEM;
-	v[k++] = (struct etcd_watch_range){ m->k_version, false, from };
-	v[k++] = (struct etcd_watch_range){ m->k_pause_dir, true, from };
-	v[k++] = (struct etcd_watch_range){ m->k_rollout_dir, true, from };
+	v[k++] = (struct etcd_watch_range){ .key = m->k_version, .start_revision = from };
+	v[k++] = (struct etcd_watch_range){ .key = m->k_pause_dir, .prefix = true,
+					    .start_revision = from };
+	if (m->queue_apart) {
+		/* rollout/ but holders/: [rollout/, holders/) and
+		 * [the end of holders/, the end of rollout/); the range ends
+		 * live in m, as the keys do. */
+		v[k++] = (struct etcd_watch_range){ .key = m->k_rollout_dir,
+						    .range_end = m->k_holders_dir,
+						    .start_revision = from };
+		v[k++] = (struct etcd_watch_range){ .key = m->k_holders_end,
+						    .range_end = m->k_rollout_end,
+						    .start_revision = from };
+	} else
+		v[k++] = (struct etcd_watch_range){ .key = m->k_rollout_dir, .prefix = true,
+						    .start_revision = from };
 	if (!m->consumed)
-		v[k++] = (struct etcd_watch_range){ m->k_services_dir, true, from };
+		v[k++] = (struct etcd_watch_range){ .key = m->k_services_dir, .prefix = true,
+						    .start_revision = from };
 	for (size_t i = 0; m->consumed && m->consumed[i]; i++)
-		v[k++] = (struct etcd_watch_range){ m->k_service_dirs[i], true, from };
+		v[k++] = (struct etcd_watch_range){ .key = m->k_service_dirs[i], .prefix = true,
+						    .start_revision = from };
 	*ret = v;
 	*ret_n = k;
 	return 0;
+}
+
+size_t fleet_model_catalog_range(const struct fleet_model *m)
+{
+	return m->queue_apart ? 4 : 3;
 }
 
 /* --- questions ------------------------------------------------------------------------ */
@@ -744,7 +794,14 @@ int fleet_model_decide(const struct fleet_model *m, const struct rollout_ask *as
 			ret->verdict = ROLLOUT_QUEUE;
 			return 0;
 		}
-		ret->ranked = fleet_model_holder_rank(m, &ret->rank, &ret->in_stage) == 1;
+		if (m->queue_apart) {
+			/* Every holder ahead counts, of any stage: one of an
+			 * earlier group still running (a retry) is running. */
+			ret->ranked = ask->placed;
+			ret->rank = ask->ahead;
+			ret->in_stage = ask->ahead + 1;
+		} else
+			ret->ranked = fleet_model_holder_rank(m, &ret->rank, &ret->in_stage) == 1;
 		if (!ret->ranked) {
 			ret->verdict = ROLLOUT_WAIT;	/* our key is not back yet */
 			return 0;
@@ -780,7 +837,9 @@ int fleet_model_guard_start(const struct fleet_model *m, struct fleet_batch *b)
 	    (r = fleet_batch_if_unchanged_since(b, m->k_failed_dir, true, m->rollout_revision)) < 0 ||
 	    (r = fleet_batch_if_unchanged_since(b, m->k_canary_dir, true, m->rollout_revision)) < 0 ||
 	    (r = fleet_batch_if_unchanged_since(b, m->k_halted, false, m->rollout_revision)) < 0 ||
-	    (r = fleet_batch_if_unchanged_since(b, m->k_policy, false, m->rollout_revision)) < 0)
+	    (r = fleet_batch_if_unchanged_since(b, m->k_policy, false,
+						m->queue_apart ? m->rollout_high_revision
+							       : m->rollout_revision)) < 0)
 		return r;
 	return 0;
 }

@@ -185,7 +185,7 @@ int fleet_halt_read_start(struct fleet *f, struct rollout_halt *h, long patience
 	_cleanup_(freep) char *k_prev = key_previous_version(fleet_prefix(f));
 	if (!k_prev)
 		return -ENOMEM;
-	const struct etcd_range range = { k_prev, false, 0 };
+	const struct etcd_range range = { .key = k_prev, .prefix = false, .flags = 0 };
 	h->read_fn = fn;
 	h->read_userdata = userdata;
 	return etcd_snapshot_start(f->etcd, &range, 1, 0, patience_ms, halt_on_read, h, ret);
@@ -234,7 +234,7 @@ int fleet_dead_holder_read_start(struct fleet *f, struct dead_holder *d, long pa
 						  d->host);
 	if (!k_run)
 		return -ENOMEM;
-	const struct etcd_range range = { k_run, false, 0 };
+	const struct etcd_range range = { .key = k_run, .prefix = false, .flags = 0 };
 	d->died = false;
 	d->read_fn = fn;
 	d->read_userdata = userdata;

@@ -38,6 +38,11 @@ uint64_t fleet_client_reconnects(const struct fleet *f)
 	return etcd_client_reconnects(f->etcd);
 }
 
+uint64_t fleet_client_events(const struct fleet *f)
+{
+	return etcd_client_events(f->etcd);
+}
+
 int fleet_stream_start(struct fleet *f, const struct etcd_watch_range *ranges, size_t n_ranges,
 		       uint64_t idle_ms, fleet_stream_fn on_events, fleet_stream_error_fn on_error,
 		       void *userdata, struct etcd_watch **ret)
@@ -65,7 +70,7 @@ int fleet_stage_stream_start(struct fleet *f, int64_t from, uint64_t idle_ms,
 
 	if (!kr || !ka)
 		return -ENOMEM;
-	struct etcd_watch_range ranges[] = { { kr, true, from }, { ka, true, from } };
+	struct etcd_watch_range ranges[] = { { .key = kr, .prefix = true, .start_revision = from }, { .key = ka, .prefix = true, .start_revision = from } };
 	return etcd_watch_start_ranges(f->etcd, ranges, ELEMENTSOF(ranges), idle_ms, on_events,
 				       on_error, userdata, ret);
 }

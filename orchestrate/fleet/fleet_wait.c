@@ -414,7 +414,8 @@ static int wait_ranges(struct fleet *f, struct wait_range *ranges, size_t n,
 		for (size_t i = 0; i < n; i++)
 			if (!ranges[i].off)
 				watch[n_watch++] = (struct etcd_watch_range){
-					ranges[i].key, ranges[i].components > 0, revision + 1
+					.key = ranges[i].key, .prefix = ranges[i].components > 0,
+					.start_revision = revision + 1
 				};
 		r = etcd_watch_ranges(f->etcd, watch, n_watch, watch_deadline(deadline_ms),
 				      ranges_on_events, &w, NULL);

@@ -235,6 +235,7 @@ static void node_write_metrics(struct node *n)
 		.n_hooks = _HOOK_M_MAX,
 		.catalog_entries = n->sync.model.catalog.n,
 		.etcd_reconnects = fleet_client_reconnects(&n->fleet),
+		.watch_events = fleet_client_events(&n->fleet),
 		.lease_regrants = n->lease.regrants,
 		.states = node_state_names,
 		.n_states = _NODE_STATE_MAX,
@@ -483,7 +484,7 @@ static bool node_evaluate_run(struct node *n)
 			st = NODE_WAIT_SLOT, why = "slot";
 			k = (detail = node_slot_detail(n)) ? 0 : -1;
 			if (k >= 0)
-				k = asprintf(&line, "%s (%zu holders, max %ld)", detail, wait.holders,
+				k = asprintf(&line, "%s (%zu ahead, max %ld)", detail, wait.rank,
 					     wait.limit);
 		}
 		if (k >= 0)

@@ -15,6 +15,8 @@
  *                   services hook; and this node's own service entries
  *   node_rollout.c  dependencies and the rollout slot (policy, holders, stages,
  *                   the failure budget, halts, promote)
+ *   node_queue.c    the node's place in the slot queue: a look at the keys just
+ *                   ahead, and a stream over the one that decides its turn
  *   node_facts.c    what those decisions need beyond the model, read without
  *                   blocking and kept while it is as new as the model
  *   node_run.c      the consistent side: the run's hooks and what each outcome
@@ -41,6 +43,7 @@
 #include "fleet/fleet.h"
 #include "fleet/fleet_facts.h"
 #include "fleet/fleet_model.h"
+#include "fleet/fleet_queue.h"
 #include "fleet/fleet_rollout.h"
 #include "hook/hook.h"
 #include "output/metrics.h"
@@ -126,6 +129,24 @@ struct node_facts {
 	bool answered;			/* the last read answered, none started since */
 };
 
+/* node_queue.c: the node's place in the slot queue, followed without
+ * every other holder's event (fleet_queue.h) */
+struct node_queue {
+	int64_t created;		/* our key's create revision; 0: not queued */
+	struct queue_look look;		/* the last look, or the one in flight */
+	struct etcd_call *read;		/* the look in flight */
+	bool known;			/* look answers for created, and nothing moved since */
+	int64_t moved;			/* the newest event that may have moved us */
+	struct etcd_watch *stream;	/* the key just ahead, or every release */
+	char *following;		/* whose key it follows; NULL: the releases */
+	bool stream_failed;		/* started again after the next look */
+	uint64_t releases;		/* releases seen while first (progress_deadline) */
+	/* Holders that were running when their key went (the first waiter's
+	 * dead-holder checks): host, and the deletion's revision. */
+	struct rollout_holder *released;
+	size_t n_released;
+};
+
 /* node_rollout.c: dependencies and the rollout slot */
 enum node_slot {
 	SLOT_NONE,		/* no rollout/holders/HOST of ours */
@@ -137,8 +158,8 @@ struct node_rollout {
 	enum node_slot slot;
 	bool release_sent;		/* a write in flight gives the slot back */
 	struct etcd_watch *stage_watch;	/* only while an earlier group is behind */
-	sd_event_source *progress_timer;	/* progress_deadline, first in the queue */
-	uint64_t progress_releases;	/* model.holder_releases when it was armed */
+	sd_event_source *progress_timer;	/* progress_deadline, first waiting */
+	uint64_t progress_releases;	/* queue.releases when it was armed */
 	int64_t halt_revision;		/* of the halt this node wrote (node_halt_pending) */
 	/* A halt in the making (node_halt): previous_version's read, when it
 	 * reverts, then its write.  While either is in flight the node starts
@@ -147,7 +168,7 @@ struct node_rollout {
 	bool revert_refused;		/* etcd refused the revert: sent again without it */
 	struct rollout_halt halt;	/* what it writes */
 	struct etcd_call *halt_read;	/* previous_version's read in flight */
-	/* Holders deleted since this node, first in the queue, last looked
+	/* Holders deleted since this node, first waiting, last looked
 	 * (node_check_released): looked at one at a time, a read at the
 	 * deletion's revision and maybe the dead host's record. */
 	struct dead_holder **dead;
@@ -223,6 +244,7 @@ struct node {
 	struct node_sync sync;
 	struct node_catalog catalog;
 	struct node_rollout rollout;
+	struct node_queue queue;
 	struct node_facts facts;
 	struct node_run run;
 	struct node_write *write;	/* writes in flight, first first (node_write.c) */
@@ -348,9 +370,6 @@ void node_schedule_resync(struct node *n, uint64_t delay_usec);
 void node_sync_init(struct node *n);
 void node_sync_stop(struct node *n);
 void node_sync_release(struct node *n);
-/* The holders deleted since the last call (fleet_model_take_released), for
- * node_check_released(). */
-size_t node_sync_take_released(struct node *n, struct rollout_holder **ret);
 void node_stop_watches(struct node *n);
 uint64_t node_watch_idle_ms(struct node *n);
 void node_on_watch_error(struct etcd_watch *w, int error, int64_t compact, void *userdata);
@@ -447,6 +466,11 @@ bool node_slot_held(const struct node *n);
  * node_slot_release_written() takes the write's end. */
 int node_slot_batch_release(struct node *n, struct fleet_batch *b);
 void node_slot_release_written(struct node *n, int error);
+/* Adds to b (a run's start) the mark of the node's key: its run started, which
+ * the host behind it in the queue waits for (nothing without a slot). */
+int node_slot_batch_mark(struct node *n, struct fleet_batch *b);
+/* The node's key went from the queue (its look found it gone): not queued. */
+void node_slot_lost(struct node *n);
 
 /* The failure budget: halts when the host's own failure crossed it. */
 int node_check_budget(struct node *n);
@@ -456,13 +480,40 @@ int node_budget_exceeded(struct node *n, size_t failed, int64_t since, char **re
 int node_check_released(struct node *n);
 /* puppet/pending's detail while the host waits for a slot. */
 char *node_slot_detail(struct node *n);
-/* progress_deadline: armed by the first host queued for a slot. */
+/* progress_deadline: armed by the first host waiting for a slot. */
 void node_watch_progress(struct node *n, const struct slot_wait *w);
 /* Whether this node wrote a halt its model has not caught up with yet. */
 bool node_halt_pending(const struct node *n);
 /* Whether the host failed at the desired version's rollout and has not
  * succeeded since: its failed status stays until a run succeeds. */
 bool node_failed_here(const struct node *n);
+
+/* node_queue.c.  The node's key is in the queue since revision created (the
+ * queue write's, or the registration's that put it again): it is looked at
+ * from there. */
+void node_queue_enter(struct node *n, int64_t created);
+/* Its key is gone (released, or never written): nothing more to follow. */
+void node_queue_leave(struct node *n);
+/* How many holders are ahead of the node's key: 1 and *ret_ahead (exact
+ * when below limit, else at least limit), or 0 while a look is in flight
+ * (its answer evaluates again), or a negative code.  Only when queued. */
+int node_queue_place(struct node *n, size_t limit, size_t *ret_ahead);
+/* Waiting: follows what can end the wait (the key just ahead, or, first
+ * in line, the releases), from the last look on. */
+void node_queue_follow(struct node *n);
+/* It took its slot: it follows nothing more (the mark is in its start). */
+void node_queue_hold(struct node *n);
+/* First in line: it watches the releases (dead holders, the deadline). */
+bool node_queue_first(const struct node *n);
+/* Holders that died running, seen since the last call (rollout_holders_free). */
+size_t node_queue_take_released(struct node *n, struct rollout_holder **ret);
+/* The stream goes with the node's others (a resync or a reconnect): the next
+ * place looks again and follows from there. */
+void node_queue_unwatch(struct node *n);
+void node_queue_client_changed(struct node *n);
+/* Stopping: the stream and a look in flight go (the lease's revoke takes the key). */
+void node_queue_stop(struct node *n);
+void node_queue_release(struct node *n);
 
 /* node_run.c */
 void node_read_local(struct node *n);

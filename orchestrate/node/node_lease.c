@@ -111,7 +111,7 @@ static int node_batch_leased_keys(struct node *n, struct fleet_batch *b)
 		return r;
 	if (n->rollout.slot != SLOT_NONE &&
 	    (r = fleet_batch_holder(b, n->host, n->run.version ? n->run.version : n->sync.model.desired,
-				    cfg->group, n->lease.id)) < 0)
+				    cfg->group, node_slot_held(n), n->lease.id)) < 0)
 		return r;
 	return 0;
 }
@@ -143,6 +143,10 @@ static void node_register_end(struct node *n, int r)
  * rollout holder and alive again. */
 static void node_on_first_keys(struct node *n, int r)
 {
+	/* A holder key put again under the new lease is a new key: the
+	 * node's place is behind whoever queued meanwhile. */
+	if (r >= 0 && n->rollout.slot == SLOT_QUEUED)
+		node_queue_enter(n, node_write_revision(n));
 	node_register_end(n, r);
 }
 

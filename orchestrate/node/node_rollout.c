@@ -5,9 +5,10 @@
  * Everything here is answered from the fleet model, at the revision of the
  * event being evaluated: the catalog for dependencies (so a trigger one second
  * after the only mysql host died does not run the nodes that need it), the
- * policy and the holders for slots.  Taking a slot is one write (the holder
- * key, under the node's lease); the node learns its place in the queue from
- * the same stream that carries the holders of every other node.
+ * policy for slots.  Queueing for a slot is one write (the holder key, under
+ * the node's lease); the node's place in the queue is not the model's: it is
+ * followed apart (node_queue.c), from the few keys just ahead of its own, so
+ * that a slot taken or freed does not reach every node.
  *
  * Three policies need more than the model, and ask the node's facts
  * (node_facts.c: read without blocking, the answer decides again):
@@ -53,6 +54,7 @@ static int node_dependency_catalog(struct node *n, const struct catalog **ret)
 {
 	_cleanup_(freep) struct etcd_watch_range *ranges = NULL;
 	const struct catalog *model = &n->sync.model.catalog;
+	const struct fleet_model *sync_model = &n->sync.model;
 	const struct fleet_facts *x;
 	size_t count;
 	int64_t low = INT64_MAX;
@@ -61,7 +63,7 @@ static int node_dependency_catalog(struct node *n, const struct catalog **ret)
 	*ret = model;
 	if (!n->sync.stream || fleet_model_ranges(&n->sync.model, &ranges, &count) < 0)
 		return 1;
-	for (size_t i = FLEET_MODEL_CATALOG_RANGE; i < count; i++) {
+	for (size_t i = fleet_model_catalog_range(sync_model); i < count; i++) {
 		int64_t rev = fleet_stream_range_revision(n->sync.stream, i);
 		if (rev < low)
 			low = rev;
@@ -147,8 +149,24 @@ void node_slot_release_written(struct node *n, int error)
 	if (!n->rollout.release_sent)
 		return;
 	n->rollout.release_sent = false;
-	if (error == 0)
+	if (error == 0) {
 		n->rollout.slot = SLOT_NONE;
+		node_queue_leave(n);
+	}
+}
+
+void node_slot_lost(struct node *n)
+{
+	n->rollout.slot = SLOT_NONE;
+	node_queue_leave(n);
+}
+
+int node_slot_batch_mark(struct node *n, struct fleet_batch *b)
+{
+	if (!node_slot_held(n) || n->lease.id == 0)
+		return 0;
+	return fleet_batch_holder(b, n->host, n->sync.model.desired, n->opt.config->group, true,
+				  n->lease.id);
 }
 
 /* The release's own write ended (node_drop_holder). */
@@ -212,6 +230,7 @@ void node_rollout_stop(struct node *n)
 
 	node_timer_cancel(&ro->progress_timer);
 	node_unwatch_stage(n);
+	node_queue_stop(n);
 	node_facts_release(n);
 	/* A read in flight is dropped with what it was for; a write in the
 	 * queue is waited for like any other, and its end still logs. */
@@ -234,6 +253,7 @@ void node_rollout_release(struct node *n)
 	struct node_rollout *ro = &n->rollout;
 
 	node_rollout_stop(n);
+	node_queue_release(n);
 	node_halt_end(n);
 	ro->dead_busy = false;
 	while (ro->n_dead > 0)
@@ -289,6 +309,7 @@ static void node_queued(struct node *n, int r)
 		return;
 	}
 	n->rollout.slot = SLOT_QUEUED;
+	node_queue_enter(n, node_write_revision(n));
 	node_retry_reset(n);
 }
 
@@ -309,7 +330,7 @@ static int node_queue(struct node *n)
 		return -ENOMEM;
 	if ((r = fleet_batch_new(&n->fleet, &b)) < 0 ||
 	    (r = fleet_batch_holder(b, n->host, n->sync.model.desired, n->opt.config->group,
-				    n->lease.id)) < 0 ||
+				    false, n->lease.id)) < 0 ||
 	    (say && (r = fleet_batch_status_extra(b, n->host, STATUS_PUPPET, STATE_PENDING,
 						  n->sync.model.desired, -1, detail, &x)) < 0)) {
 		fleet_batch_free(b);
@@ -323,7 +344,8 @@ static int node_queue(struct node *n)
 }
 
 /* Past the canaries, promote is what the host waits for first; under
- * auto_promote the first in the queue speaks for it (the txn makes it once). */
+ * auto_promote the first in the queue (nobody ahead of it) speaks for it (the
+ * txn makes it once). */
 /* The automatic promote's write ended: written, or a guard failed (an
  * operator, another host or a new trigger was first: nothing to do). */
 static void node_promoted(struct node *n, int r)
@@ -423,6 +445,16 @@ int node_take_slot(struct node *n, struct slot_wait *ret_wait)
 			 (r = fleet_facts_percent_limit(x, policy, cfg->group, &ask.limit)) < 0)
 			return r;
 	}
+	if (n->rollout.slot == SLOT_QUEUED) {
+		/* Its place: how many are ahead, as far as any cap can reach
+		 * (the slots, or the canaries before a promote). */
+		long reach = ask.limit > policy->canary ? ask.limit : policy->canary;
+		if ((r = node_queue_place(n, (size_t)(reach > 0 ? reach : 0) + 1, &ask.ahead)) <= 0) {
+			ret_wait->reading = r == 0;
+			return r;
+		}
+		ask.placed = true;
+	}
 	for (;;) {
 		ask.queued = n->rollout.slot != SLOT_NONE;
 		free(d.halt_reason);
@@ -461,6 +493,7 @@ int node_take_slot(struct node *n, struct slot_wait *ret_wait)
 			return 1;
 		}
 		n->rollout.slot = d.canary ? SLOT_CANARY : SLOT_HELD;
+		node_queue_hold(n);
 		if (d.canary)
 			log_info("rollout slot taken as canary %zu of %ld",
 				 d.canaries_done + d.failed + d.rank + 1, policy->canary);
@@ -474,8 +507,11 @@ int node_take_slot(struct node *n, struct slot_wait *ret_wait)
 		return 0;
 	case ROLLOUT_WAIT_CANARY:
 		ret_wait->canary = true;
+		node_queue_follow(n);
 		return 0;
 	default:
+		if (d.ranked)
+			node_queue_follow(n);
 		return 0;
 	}
 }
@@ -662,8 +698,8 @@ int node_check_budget(struct node *n)
  * lease deletes a holder, and so does every run's end; they differ in what
  * the holder's host left at that revision: a run's end deletes its
  * puppet/running in the same txn, a death does not.  One host looks, the
- * first in the queue (one read per freed slot, pinned to the deletion's
- * revision), and writes the dead host's failure record, once (a guarded
+ * first waiting for a slot, which follows the queue's releases (one read
+ * per slot freed by a running host, pinned to the deletion's revision), and writes the dead host's failure record, once (a guarded
  * write: only while it has none); it then checks the budget, since the dead
  * host cannot.  The holders are looked at one at a time, each a read and
  * maybe a write that do not block the loop; until the last is done the node
@@ -806,19 +842,19 @@ void node_rollout_client_changed(struct node *n)
 		ro->dead_busy = false;
 		node_dead_next(n);	/* the same holder, asked on the new client */
 	}
+	node_queue_client_changed(n);
 }
 
-/* Queues the holders deleted since the last look that this node is to look
- * at: under a budget, by the first in the queue, those of this rollout. */
+/* Queues the holders that went running since the last look that this node
+ * is to look at: under a budget, by the first in line (who sees the
+ * releases), those of this rollout. */
 static void node_dead_queue(struct node *n, const struct rollout_holder *gone, size_t n_gone)
 {
 	const struct fleet_model *m = &n->sync.model;
 	struct node_rollout *ro = &n->rollout;
-	size_t rank, in_stage;
 
 	if (m->policy_state != 1 || !rollout_policy_has_budget(&m->policy) || !m->desired_known ||
-	    !m->desired || m->trigger <= 0 || fleet_model_halted(m, NULL) ||
-	    fleet_model_holder_rank(m, &rank, &in_stage) != 1 || rank != 0)
+	    !m->desired || m->trigger <= 0 || fleet_model_halted(m, NULL))
 		return;
 	for (size_t i = 0; i < n_gone; i++) {
 		if (strcmp(gone[i].host, n->host) == 0 || gone[i].create_revision <= m->trigger)
@@ -840,7 +876,7 @@ static void node_dead_queue(struct node *n, const struct rollout_holder *gone, s
 int node_check_released(struct node *n)
 {
 	struct rollout_holder *gone = NULL;
-	size_t n_gone = node_sync_take_released(n, &gone);
+	size_t n_gone = node_queue_take_released(n, &gone);
 
 	if (n_gone > 0) {
 		node_dead_queue(n, gone, n_gone);
@@ -881,7 +917,7 @@ static int node_on_progress_deadline(sd_event_source *s, uint64_t usec, void *us
 	_cleanup_(freep) char *reason = NULL;
 
 	node_timer_cancel(&n->rollout.progress_timer);
-	if (n->state != NODE_WAIT_SLOT || n->rollout.progress_releases != n->sync.model.holder_releases)
+	if (n->state != NODE_WAIT_SLOT || n->rollout.progress_releases != n->queue.releases)
 		return 0;
 	if (asprintf(&reason, "no rollout slot freed for %ld s (progress_deadline)",
 		     n->sync.model.policy.progress_deadline) >= 0)
@@ -889,19 +925,19 @@ static int node_on_progress_deadline(sd_event_source *s, uint64_t usec, void *us
 	return 0;
 }
 
-/* The first host in the queue for a slot watches the rollout's progress:
- * every freed slot starts the deadline again. */
+/* The first host waiting for a slot watches the rollout's progress: every
+ * slot freed starts the deadline again. */
 void node_watch_progress(struct node *n, const struct slot_wait *w)
 {
 	long deadline = n->sync.model.policy.progress_deadline;
 
-	if (deadline <= 0 || !w->ranked || w->canary || (long)w->rank != w->limit) {
+	if (deadline <= 0 || !w->ranked || w->canary || !node_queue_first(n)) {
 		node_timer_cancel(&n->rollout.progress_timer);
 		return;
 	}
-	if (n->rollout.progress_timer && n->rollout.progress_releases == n->sync.model.holder_releases)
+	if (n->rollout.progress_timer && n->rollout.progress_releases == n->queue.releases)
 		return;
-	n->rollout.progress_releases = n->sync.model.holder_releases;
+	n->rollout.progress_releases = n->queue.releases;
 	if (node_timer_arm(n, &n->rollout.progress_timer, (uint64_t)deadline * USEC_PER_SEC,
 			   node_on_progress_deadline) < 0)
 		log_warnx("cannot arm the progress deadline timer");

@@ -763,7 +763,8 @@ static int node_start_batch(struct node *n, bool retry, struct fleet_batch **ret
 	if ((r = fleet_batch_new(&n->fleet, &b)) < 0 ||
 	    (!retry && (r = fleet_batch_status(b, n->host, STATUS_PUPPET, STATE_RUNNING,
 					       n->run.version, 0, NULL)) < 0) ||
-	    (r = fleet_model_guard_start(&n->sync.model, b)) < 0)
+	    (r = fleet_model_guard_start(&n->sync.model, b)) < 0 ||
+	    (r = node_slot_batch_mark(n, b)) < 0)
 		return r;
 	*ret = TAKE_PTR(b);
 	return 0;

@@ -51,6 +51,7 @@ void node_stop_watches(struct node *n)
 {
 	n->sync.stream = fleet_stream_stop(n->sync.stream);
 	node_unwatch_stage(n);
+	node_queue_unwatch(n);
 }
 
 void node_on_watch_error(struct etcd_watch *w, int error, int64_t compact, void *userdata)
@@ -233,6 +234,7 @@ static int node_read_begin(struct node *n)
 	    (r = fleet_model_init(&n->sync.fresh, n->fleet.prefix, n->host,
 				  n->opt.config->group, consumed)) < 0)
 		return r;
+	n->sync.fresh.queue_apart = true;	/* node_queue.c follows it */
 	return fleet_model_read_start(&n->fleet, &n->sync.fresh, node_etcd_patience(n),
 				      node_on_model_read, n, &n->sync.read);
 }
@@ -296,9 +298,4 @@ void node_sync_release(struct node *n)
 	node_stop_watches(n);
 	fleet_model_release(&n->sync.fresh);
 	fleet_model_release(&n->sync.model);
-}
-
-size_t node_sync_take_released(struct node *n, struct rollout_holder **ret)
-{
-	return fleet_model_take_released(&n->sync.model, ret);
 }

@@ -96,6 +96,10 @@ int metrics_render(const struct metrics *m, struct buf *out)
 			"Watch streams reconnected since the daemon started.")) < 0 ||
 	    (r = buf_printf(out, "orchestrate_etcd_reconnects_total %llu\n",
 			    (unsigned long long)m->etcd_reconnects)) < 0 ||
+	    (r = metrics_family(out, "orchestrate_watch_events_total", "counter",
+			"Events etcd's watches delivered to the node (since its last new connection).")) < 0 ||
+	    (r = buf_printf(out, "orchestrate_watch_events_total %llu\n",
+			    (unsigned long long)m->watch_events)) < 0 ||
 	    (r = metrics_family(out, "orchestrate_lease_regrants_total", "counter",
 			"Times the node's lease was lost and granted again.")) < 0 ||
 	    (r = buf_printf(out, "orchestrate_lease_regrants_total %llu\n",

@@ -78,6 +78,33 @@ static void on_snapshot(int error, struct etcd_kv_list *lists, size_t n, int64_t
 	}
 }
 
+struct watched {
+	bool done;
+	int puts, deletes;
+	char *key, *prev_value;
+	int64_t prev_created;
+};
+
+static int on_watched(const struct etcd_event *ev, size_t n, int64_t revision, void *userdata)
+{
+	struct watched *w = userdata;
+	for (size_t i = 0; i < n; i++) {
+		if (ev[i].type == ETCD_EVENT_PUT) {
+			w->puts++;
+			continue;
+		}
+		w->deletes++;
+		free(w->key);
+		free(w->prev_value);
+		w->key = strndup(ev[i].kv.key, ev[i].kv.key_len);
+		w->prev_value = ev[i].prev_kv.key ? strndup(ev[i].prev_kv.value,
+							      ev[i].prev_kv.value_len) : NULL;
+		w->prev_created = ev[i].prev_kv.create_revision;
+		w->done = true;
+	}
+	return 0;
+}
+
 static int drive(sd_event *e, struct result *res)
 {
 	for (int i = 0; !res->done && i < 600; i++)
@@ -140,9 +167,9 @@ int main(void)
 	ok(etcd_put(c, "one", "1", 1, 0) == 0, "a key of its own");
 
 	const struct etcd_range ranges[] = {
-		{ "one", false, 0 },	/* the key alone, not "one..." */
-		{ "snap/", true, 0 },
-		{ "none/", true, 0 },
+		{ .key = "one" },	/* the key alone, not "one..." */
+		{ .key = "snap/", .prefix = true },
+		{ .key = "none/", .prefix = true },
 	};
 	ok(etcd_put(c, "one-more", "x", 1, 0) == 0, "a key that starts as the single one does");
 	if (pthread_create(&thread, NULL, writer, NULL) != 0) {
@@ -201,9 +228,9 @@ int main(void)
 	 * in one request and the keys over two pages, still without values. */
 	{
 		const struct etcd_range shapes[] = {
-			{ "snap/k", true, ETCD_COUNT_ONLY },
-			{ "snap/k", true, ETCD_KEYS_ONLY },
-			{ "one", false, ETCD_KEYS_ONLY },
+			{ .key = "snap/k", .prefix = true, .flags = ETCD_COUNT_ONLY },
+			{ .key = "snap/k", .prefix = true, .flags = ETCD_KEYS_ONLY },
+			{ .key = "one", .flags = ETCD_KEYS_ONLY },
 		};
 		struct result sh = { 0 };
 		size_t with_value = 0;
@@ -222,10 +249,76 @@ int main(void)
 			etcd_kv_list_release(&sh.lists[i]);
 	}
 
+	/* The slot queue's look (ETCD_NEWEST_FIRST): the keys created before a
+	 * revision, newest first, at most a limit; a key written again keeps
+	 * its place. */
+	{
+		int64_t created[4];
+		const char *names[] = { "q/a", "q/b", "q/c", "q/d" };
+		for (int i = 0; i < 4; i++) {
+			ok(etcd_put(c, names[i], names[i] + 2, 1, 0) == 0, "queue key %s", names[i]);
+			created[i] = etcd_client_revision(c);
+		}
+		ok(etcd_put(c, "q/a", "A", 1, 0) == 0, "q/a written again");
+		const struct etcd_range look[] = {
+			{ .key = "q/", .prefix = true, .flags = ETCD_NEWEST_FIRST, .limit = 2,
+			  .max_create_revision = created[2] - 1 },
+			{ .key = "q/", .prefix = true, .flags = ETCD_NEWEST_FIRST, .limit = 5,
+			  .max_create_revision = created[2] },
+			{ .key = "q/", .prefix = true, .flags = ETCD_NEWEST_FIRST | ETCD_KEYS_ONLY,
+			  .limit = 1, .max_create_revision = created[3] - 1 },
+		};
+		struct result lk = { 0 };
+		r = etcd_snapshot_start(c, look, 3, 0, 10000, on_snapshot, &lk, &call);
+		r = r < 0 ? r : drive(e, &lk);
+		ok(r == 0 && lk.error == 0 && lk.n == 3, "newest-first ranges read (%d)", lk.error);
+		ok(lk.lists[0].n == 2 && strcmp(lk.lists[0].kvs[0].key, "q/b") == 0 &&
+		   strcmp(lk.lists[0].kvs[1].key, "q/a") == 0,
+		   "the two created before q/c, newest first: q/b, q/a");
+		ok(lk.lists[0].kvs[1].value_len == 1 && lk.lists[0].kvs[1].value[0] == 'A',
+		   "q/a written again keeps its place, with its new value");
+		ok(lk.lists[1].n == 3 && strcmp(lk.lists[1].kvs[0].key, "q/c") == 0,
+		   "a limit past them: all three up to q/c, and no page after");
+		ok(lk.lists[2].n == 1 && strcmp(lk.lists[2].kvs[0].key, "q/c") == 0 &&
+		   lk.lists[2].kvs[0].value_len == 0, "limit 1: the key just ahead of q/d alone");
+		for (size_t i = 0; i < 3; i++)
+			etcd_kv_list_release(&lk.lists[i]);
+		const struct etcd_range bad[] = {
+			{ .key = "q/", .prefix = true, .flags = ETCD_NEWEST_FIRST } };
+		is_int(etcd_snapshot_start(c, bad, 1, 0, 10000, on_snapshot, &lk, &call), -EINVAL,
+		       "newest-first without a limit is refused before any request");
+	}
+
+	/* The first waiter's stream: deletions only, each with the key as it
+	 * was. */
+	{
+		struct etcd_watch *w = NULL;
+		struct watched got = { 0 };
+		const struct etcd_watch_range range = {
+			.key = "q/", .prefix = true, .start_revision = etcd_client_revision(c) + 1,
+			.flags = ETCD_WATCH_NO_PUT | ETCD_WATCH_PREV_KV };
+		ok(etcd_put(c, "q/e", "e", 1, 0) == 0, "a put the stream must not carry");
+		ok(etcd_delete(c, "q/b") >= 0, "q/b deleted");
+		r = etcd_watch_start_ranges(c, &range, 1, 60000, on_watched, NULL, &got, &w);
+		for (int i = 0; r == 0 && !got.done && i < 100; i++)
+			sd_event_run(e, 100 * 1000);
+		ok(r == 0 && got.done, "the stream delivered (%d)", r);
+		is_int(got.puts, 0, "no put");
+		ok(got.deletes == 1 && strcmp(got.key, "q/b") == 0, "the deletion of q/b");
+		ok(got.prev_value && strcmp(got.prev_value, "b") == 0,
+		   "with the key as it was (value 'b')");
+		ok(got.prev_created > 0, "and its create revision (%lld)",
+		   (long long)got.prev_created);
+		etcd_watch_stop(w);
+		free(got.key);
+		free(got.prev_value);
+	}
+
 	/* At a revision: what a key held then, not now; a compacted revision is
 	 * -ESTALE. */
 	{
-		const struct etcd_range then[] = { { "then", false, 0 }, { "snap/w", true, ETCD_COUNT_ONLY } };
+		const struct etcd_range then[] = {
+			{ .key = "then" }, { .key = "snap/w", .prefix = true, .flags = ETCD_COUNT_ONLY } };
 		struct result at = { 0 }, gone = { 0 };
 		int64_t first;
 		ok(etcd_put(c, "then", "1", 1, 0) == 0, "a key written");

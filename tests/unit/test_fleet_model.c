@@ -14,6 +14,7 @@
 
 #include "base/cleanup.h"
 #include "fleet/fleet_model.h"
+#include "fleet/fleet_queue.h"
 #include "tap.h"
 
 #define MAX_EVENTS 8
@@ -373,8 +374,102 @@ static void test_canary_then_promote(void)
 	fleet_model_release(&m);
 }
 
+/*
+ * The daemon's model (queue_apart): the slot queue is followed apart, so the
+ * model neither keeps holder keys nor watches them (rollout/ as two ranges
+ * around holders/), the decision takes the host's place from the caller,
+ * and the policy above holders/ is complete up to a revision of its own.
+ */
+static void test_queue_apart(void)
+{
+	struct fleet_model m;
+	struct response r = { .rev = 90 };
+	struct rollout_decision d = { 0 };
+	_cleanup_(freep) struct etcd_watch_range *ranges = NULL;
+	size_t n = 0;
+	unsigned changed = 0;
+
+	ok(fleet_model_init(&m, "/p", "h3", NULL, NULL) == 0, "init");
+	m.queue_apart = true;
+	ok(fleet_model_ranges(&m, &ranges, &n) == 0, "ranges");
+	is_int(n, 5, "version, pause, rollout below and above holders/, the catalog");
+	is_int(fleet_model_catalog_range(&m), 4, "the catalog's range comes after them");
+	ok(strcmp(ranges[2].key, "/p/rollout/") == 0 && ranges[2].range_end &&
+	   strcmp(ranges[2].range_end, "/p/rollout/holders/") == 0,
+	   "[rollout/, holders/): canary/, failed/, halted");
+	ok(strcmp(ranges[3].key, "/p/rollout/holders0") == 0 && ranges[3].range_end &&
+	   strcmp(ranges[3].range_end, "/p/rollout0") == 0, "[holders0, rollout0): policy, promoted");
+	ok(strcmp("/p/rollout/policy", ranges[3].key) > 0 &&
+	   strcmp("/p/rollout/promoted", ranges[3].key) > 0 &&
+	   strcmp("/p/rollout/halted", ranges[2].range_end) < 0 &&
+	   strcmp("/p/rollout/failed/h1", ranges[2].range_end) < 0, "each key in its range");
+
+	put(&r, "/p/current_version", "v2");
+	apply(&m, &r);
+	put(&r, "/p/rollout/policy", "{\"max_parallel\":2}");
+	apply(&m, &r);
+	int64_t policy_rev = r.rev - 1;
+	put(&r, "/p/rollout/holders/h1", "{}");
+	if (fleet_model_apply(&m, r.ev, r.n, &changed) < 0)
+		exit(1);
+	is_int(m.n_holders, 0, "a holder key is not kept");
+	is_int(changed, 0, "and changes nothing");
+	r = (struct response){ .rev = r.rev + 1 };
+	put(&r, "/p/rollout/failed/h9", "{}");
+	apply(&m, &r);
+	is_int(m.rollout_high_revision, policy_rev, "the policy's range is complete up to its own event");
+	is_int(m.rollout_revision, r.rev - 1, "the rest of rollout/ up to the failure");
+
+	struct rollout_ask ask = { .limit = 2, .alive = -1, .queued = true };
+	ok(fleet_model_decide(&m, &ask, &d) == 0 && d.verdict == ROLLOUT_WAIT && !d.ranked,
+	   "queued, its place not known yet: wait");
+	ask.placed = true;
+	ask.ahead = 2;
+	ok(fleet_model_decide(&m, &ask, &d) == 0 && d.verdict == ROLLOUT_WAIT && d.ranked &&
+	   d.rank == 2, "two ahead of it, two slots: wait, third");
+	ask.ahead = 1;
+	ok(fleet_model_decide(&m, &ask, &d) == 0 && d.verdict == ROLLOUT_START && d.rank == 1,
+	   "one ahead of it: start");
+	free(d.halt_reason);
+	fleet_model_release(&m);
+}
+
+/* A release on the first waiter's stream: whose key went, when, and whether
+ * its run had started; anything else is not one. */
+static void test_queue_release(void)
+{
+	struct etcd_event ev = { .type = ETCD_EVENT_DELETE };
+	struct queue_release rel = { 0 };
+	char key[] = "/p/rollout/holders/h1";
+	char was[] = "{\"version\":\"v2\",\"group\":\"g\",\"holding\":true}";
+	char bad_key[] = "/p/rollout/holders/h 1";
+
+	ev.kv = (struct etcd_kv){ .key = key, .key_len = strlen(key), .mod_revision = 9 };
+	is_int(fleet_queue_release(&ev, &rel), 0, "a deletion without the key as it was: none");
+	ev.prev_kv = (struct etcd_kv){ .key = key, .key_len = strlen(key), .value = was,
+				       .value_len = strlen(was), .create_revision = 5 };
+	is_int(fleet_queue_release(&ev, &rel), 1, "a holder's deletion is a release");
+	ok(rel.host && strcmp(rel.host, "h1") == 0 && rel.held && rel.created == 5 &&
+	   rel.revision == 9 && rel.version && strcmp(rel.version, "v2") == 0,
+	   "h1, running, created at 5, gone at 9, at v2");
+	queue_release_release(&rel);
+	ev.prev_kv.value = (char *)"{\"version\":\"v2\"}";
+	ev.prev_kv.value_len = strlen(ev.prev_kv.value);
+	ok(fleet_queue_release(&ev, &rel) == 1 && !rel.held, "a waiting host's: not running");
+	queue_release_release(&rel);
+	ev.prev_kv.key = bad_key;
+	ev.prev_kv.key_len = strlen(bad_key);
+	is_int(fleet_queue_release(&ev, &rel), 0, "a key that names no host: none");
+	ev.type = ETCD_EVENT_PUT;
+	ev.prev_kv.key = key;
+	ev.prev_kv.key_len = strlen(key);
+	is_int(fleet_queue_release(&ev, &rel), 0, "a put: none");
+}
+
 int main(void)
 {
+	test_queue_release();
+	test_queue_apart();
 	test_budget_on_whole_revisions();
 	test_percent_budget();
 	test_canaries_used_by_failures();

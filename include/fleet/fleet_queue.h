@@ -1,0 +1,87 @@
+/*
+ * fleet_queue.h — the slot queue of a rollout policy, followed at a cost
+ * that does not grow with the fleet.
+ *
+ * The queue is rollout/holders/HOST, one key per host under its lease, in
+ * the order of their create revisions: the first max_parallel hold a slot.
+ * A host whose run started marks its key ("holding").  Instead of every
+ * holder reaching every node, each waiting node follows only what decides
+ * its turn (etcd's lock recipe, counted):
+ *
+ *  - a look reads the few keys just ahead of the node's own (newest first,
+ *    at most a limit) and the node's own key: how many are ahead (exact
+ *    below the limit) and who is just ahead;
+ *  - a node that is not next watches the key just ahead of it alone: that
+ *    host taking its slot (the mark) or leaving is the only thing that can
+ *    move the node to the front;
+ *  - the first waiting node (the one just ahead of it holds a slot) watches
+ *    the queue's releases, with each key as it was, so it also sees a host
+ *    that died holding a slot (for its failure record) and the rollout's
+ *    progress (progress_deadline).
+ *
+ * So a slot freed reaches the one node it can start, a run started reaches
+ * the one node behind it, and each node reads a handful of keys a time.
+ */
+#ifndef ORCHESTRATE_FLEET_QUEUE_H
+#define ORCHESTRATE_FLEET_QUEUE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fleet/fleet.h"
+#include "fleet/fleet_stream.h"
+
+/* What a look found; the caller's, alive while the look is in flight. */
+struct queue_look;
+typedef void (*fleet_queue_look_fn)(int error, struct queue_look *look, void *userdata);
+struct queue_look {
+	int64_t revision;	/* read at */
+	int64_t created;	/* the node's key's create revision; 0: no key */
+	bool moved;		/* its key was created elsewhen than asked: look again */
+	size_t ahead;		/* keys created before it, at most the limit... */
+	bool exact;		/* ...and all of them (fewer than the limit) */
+	char *next;		/* the host just ahead; NULL: none */
+	bool next_holds;	/* it took its slot */
+	/* The question, for the answer. */
+	int64_t asked_created;
+	size_t limit;
+	fleet_queue_look_fn fn;
+	void *userdata;
+};
+void queue_look_release(struct queue_look *l);
+
+/*
+ * Looks at the queue from host's key, created at revision created: the keys
+ * created before it, at most limit (> 0), and the key itself, into *l (the
+ * caller's, reset here, alive until fn runs).  fn runs from the loop with 0
+ * and *l filled, or an error; *ret is the read in flight, for
+ * fleet_call_cancel(), until then.
+ */
+int fleet_queue_look_start(struct fleet *f, const char *host, int64_t created, size_t limit,
+			   long patience_ms, struct queue_look *l, fleet_queue_look_fn fn,
+			   void *userdata, struct etcd_call **ret);
+
+/*
+ * A stream over the key of host next (its mark or its deletion), or, next
+ * NULL, over every release of the queue (deletions, each with the key as it
+ * was: fleet_queue_release()), from revision from.
+ */
+int fleet_queue_stream_start(struct fleet *f, const char *next, int64_t from, uint64_t idle_ms,
+			     fleet_stream_fn on_events, fleet_stream_error_fn on_error,
+			     void *userdata, struct etcd_watch **ret);
+
+/* A key of the queue deleted: whose, when, and what it held. */
+struct queue_release {
+	char *host;
+	int64_t revision;	/* of the deletion */
+	int64_t created;	/* the key's create revision */
+	char *version;		/* its version; NULL when it said none */
+	bool held;		/* its run had started */
+};
+/* 1 and *ret (caller releases) when ev is a release of the queue stream
+ * (with its key as it was), else 0; -ENOMEM. */
+int fleet_queue_release(const struct etcd_event *ev, struct queue_release *ret);
+void queue_release_release(struct queue_release *r);
+
+#endif

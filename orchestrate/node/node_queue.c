@@ -1,0 +1,233 @@
+/*
+ * node_queue.c — the node's place in the slot queue of a rollout policy,
+ * followed at a cost that does not grow with the fleet (fleet_queue.h).
+ *
+ * Once its key is in the queue the node looks at the few keys just ahead
+ * of it: how many (exact up to the limit the decision needs) and who is
+ * just ahead.  While it waits it follows only what can move it: the key
+ * just ahead (that host starting its run, or leaving), or, when that host
+ * already runs, the queue's releases, since then any freed slot may be its
+ * own.  Each such event makes the next decision look again; a look in
+ * flight is one request, and the decision waits for it (node_take_slot).
+ *
+ * The first in line also sees every holder that went while running: those
+ * are handed to the dead-holder checks of node_rollout.c.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/cleanup.h"
+#include "base/log.h"
+#include "fleet/fleet_lease.h"
+#include "node_internal.h"
+
+static void node_queue_stop_stream(struct node *n)
+{
+	struct node_queue *q = &n->queue;
+
+	q->stream = fleet_stream_stop(q->stream);
+	free(q->following);
+	q->following = NULL;
+}
+
+static void node_queue_moved(struct node *n, int64_t revision)
+{
+	if (revision > n->queue.moved)
+		n->queue.moved = revision;
+	node_schedule_evaluate(n);
+}
+
+/* The key just ahead changed: it started its run, or it is gone. */
+static int node_on_next_events(const struct etcd_event *ev, size_t count, int64_t revision,
+			       void *userdata)
+{
+	if (count > 0)
+		node_queue_moved(userdata, revision);
+	return 0;
+}
+
+/* Releases: each slot freed (or place left) may be ours; a holder that was
+ * running goes to the dead-holder checks. */
+static int node_on_release_events(const struct etcd_event *ev, size_t count, int64_t revision,
+				  void *userdata)
+{
+	struct node *n = userdata;
+	struct node_queue *q = &n->queue;
+	bool ahead = false;
+
+	for (size_t i = 0; i < count; i++) {
+		_cleanup_(queue_release_release) struct queue_release rel = { 0 };
+		if (fleet_queue_release(&ev[i], &rel) <= 0)
+			continue;
+		q->releases++;
+		ahead |= rel.created < q->created;	/* one behind us moves nothing */
+		if (!rel.held || rel.created >= q->created)
+			continue;
+		struct rollout_holder *v = realloc(q->released, (q->n_released + 1) * sizeof(*v));
+		if (!v)
+			continue;
+		q->released = v;
+		q->released[q->n_released++] = (struct rollout_holder){
+			.host = TAKE_PTR(rel.host), .create_revision = rel.revision };
+	}
+	if (ahead)
+		node_queue_moved(n, revision);
+	return 0;
+}
+
+static void node_on_queue_error(struct etcd_watch *w, int error, int64_t compact,
+				void *userdata)
+{
+	struct node *n = userdata;
+
+	log_debug("the slot queue's stream ended: %s; looking again", strerror(-error));
+	/* Not stopped here (that would re-enter libcurl): from the loop. */
+	n->queue.stream_failed = true;
+	node_schedule_evaluate(n);
+}
+
+static void node_on_look(int error, struct queue_look *l, void *userdata)
+{
+	struct node *n = userdata;
+	struct node_queue *q = &n->queue;
+
+	q->read = NULL;
+	if (error < 0) {
+		log_warnx("cannot look at the slot queue: %s, will retry", node_etcd_error(n));
+		node_retry_later(n);
+		return;
+	}
+	if (l->created == 0) {
+		/* Our key went (its lease expired, or by hand): queue again. */
+		log_info("the rollout slot queue lost this host's place: queueing again");
+		node_slot_lost(n);
+	} else if (l->moved) {
+		q->created = l->created;	/* it was there before the write: from there */
+	} else
+		q->known = true;
+	node_schedule_evaluate(n);
+}
+
+void node_queue_enter(struct node *n, int64_t created)
+{
+	struct node_queue *q = &n->queue;
+
+	fleet_call_cancel(q->read);
+	q->read = NULL;
+	node_queue_stop_stream(n);
+	q->created = created;
+	q->known = false;
+	q->moved = 0;
+}
+
+void node_queue_leave(struct node *n)
+{
+	node_queue_enter(n, 0);
+	queue_look_release(&n->queue.look);
+}
+
+int node_queue_place(struct node *n, size_t limit, size_t *ret_ahead)
+{
+	struct node_queue *q = &n->queue;
+	const struct queue_look *l = &q->look;
+	int r;
+
+	if (q->created <= 0)
+		return -EINVAL;
+	if (q->stream_failed) {
+		q->stream_failed = false;
+		node_queue_stop_stream(n);
+		q->known = false;
+	}
+	if (q->known && (l->revision < q->moved || (!l->exact && limit > l->limit)))
+		q->known = false;	/* something moved since, or it asks further */
+	if (q->known) {
+		*ret_ahead = l->ahead;
+		return 1;
+	}
+	if (q->read)
+		return 0;
+	r = fleet_queue_look_start(&n->fleet, n->host, q->created, limit, node_etcd_patience(n),
+				   &q->look, node_on_look, n, &q->read);
+	return r < 0 ? r : 0;
+}
+
+void node_queue_follow(struct node *n)
+{
+	struct node_queue *q = &n->queue;
+	const struct queue_look *l = &q->look;
+	const char *next = l->next && !l->next_holds ? l->next : NULL;
+	int r;
+
+	if (!q->known)
+		return;
+	if (q->stream && streq_ptr(q->following, next))
+		return;		/* it follows that already, without a gap */
+	node_queue_stop_stream(n);
+	if (next && !(q->following = strdup(next)))
+		return;
+	r = fleet_queue_stream_start(&n->fleet, next, l->revision + 1, node_watch_idle_ms(n),
+				     next ? node_on_next_events : node_on_release_events,
+				     node_on_queue_error, n, &q->stream);
+	if (r < 0) {
+		log_warnx("cannot follow the slot queue: %s, will retry", strerror(-r));
+		node_queue_stop_stream(n);
+		q->known = false;
+		node_retry_later(n);
+	}
+}
+
+void node_queue_hold(struct node *n)
+{
+	node_queue_stop_stream(n);
+}
+
+bool node_queue_first(const struct node *n)
+{
+	return n->queue.stream && !n->queue.following;
+}
+
+size_t node_queue_take_released(struct node *n, struct rollout_holder **ret)
+{
+	size_t k = n->queue.n_released;
+
+	*ret = n->queue.released;
+	n->queue.released = NULL;
+	n->queue.n_released = 0;
+	return k;
+}
+
+void node_queue_unwatch(struct node *n)
+{
+	node_queue_stop_stream(n);
+	n->queue.known = false;
+}
+
+void node_queue_stop(struct node *n)
+{
+	node_queue_unwatch(n);
+	fleet_call_cancel(n->queue.read);
+	n->queue.read = NULL;
+}
+
+void node_queue_client_changed(struct node *n)
+{
+	struct node_queue *q = &n->queue;
+
+	if (q->read) {
+		q->read = NULL;		/* freed with the old client */
+		node_schedule_evaluate(n);
+	}
+}
+
+void node_queue_release(struct node *n)
+{
+	struct node_queue *q = &n->queue;
+
+	node_queue_leave(n);
+	rollout_holders_free(q->released, q->n_released);
+	free(q->released);
+	q->released = NULL;
+	q->n_released = 0;
+}

@@ -1,0 +1,107 @@
+#!/bin/sh
+test_description='orchestrated: the slot queue costs each node the same at any fleet size'
+#
+# Under max_parallel a node follows only what decides its turn (node_queue.c):
+# the key just ahead of its own, or, first in line, the queue's releases.  So
+# a rollout sends each node a few events whatever the fleet's size, where
+# following every holder sent each node two per host.  Each node counts the
+# events its streams delivered (orchestrate_watch_events_total).
+. "$(dirname "$0")/test-lib.sh"
+. "$TEST_DIRECTORY/lib-daemon.sh"
+
+test -x "$REPO_ROOT/bin/orchestrated" || skip_all "orchestrated is not built"
+start_etcd
+LEASE_TTL=5
+export LEASE_TTL
+NODES="q01 q02 q03 q04 q05 q06 q07 q08 q09 q10 q11 q12"
+
+# events  — the sum of every node's orchestrate_watch_events_total.
+events () {
+	for n in $NODES; do
+		sed -n "s/^orchestrate_watch_events_total //p" $n/metrics.prom
+	done | awk '{ s += $1 } END { print s + 0 }'
+}
+
+# most_at_once FILE  — the most config runs of runs.log under way at once.
+most_at_once () {
+	sort -n -k4 "$1" | awk '
+		$1 == "config-start" { open++; if (open > most) most = open }
+		$1 == "config-end" { open-- }
+		END { print most + 0 }'
+}
+
+all_at () {
+	for n in $NODES; do node_at $n "$1" || return 1; done
+}
+
+# holder_order  — the queue's hosts, first first.
+holder_order () {
+	etcdctl_ get --prefix --keys-only --sort-by=CREATE --order=ASCEND /rollout/holders/ |
+		sed -e '/^$/d' -e 's|.*/||'
+}
+
+test_expect_success 'setup: twelve nodes at v1, max_parallel 2' '
+	for n in $NODES; do
+		node_setup $n &&
+		sed -i "s|^paths:\$|paths:\n  metrics_file: $TRASH/$n/metrics.prom|" $n/orchestrate.yaml &&
+		echo 0.3 >$n/config.sleep || return 1
+	done &&
+	etcdctl_put /current_version v1 &&
+	etcdctl_put /rollout/policy "{\"max_parallel\":2}" &&
+	for n in $NODES; do start_node $n || return 1; done &&
+	wait_for "all_at v1" 60
+'
+
+test_expect_success 'a rollout: never more than 2 at once, a few events per node' '
+	: >"$TRASH/runs.log" &&
+	sleep 1 &&
+	e0=$(events) &&
+	etcdctl_put /current_version v2 &&
+	wait_for "all_at v2" 60 &&
+	sleep 1 &&
+	e1=$(events) &&
+	echo "events in all: $(( e1 - e0 )), per node: $(( (e1 - e0) / 12 ))" >"$TRASH/events.txt" &&
+	test "$(grep -c config-start "$TRASH/runs.log")" = 12 &&
+	test "$(most_at_once "$TRASH/runs.log")" -le 2 &&
+	test -z "$(etcdctl_keys /rollout/holders/)" &&
+	# following every holder: at least a put and a delete of each of the
+	# 12 keys at each node, 24 per node; the queue: the trigger, the key
+	# ahead starting and leaving, the releases the first in line sees
+	test $(( e1 - e0 )) -lt $(( 12 * 8 ))
+'
+test -f "$TRASH/events.txt" && sed "s/^/# /" "$TRASH/events.txt"
+
+test_expect_success 'a waiting node whose predecessor dies follows the one ahead of it' '
+	: >"$TRASH/runs.log" &&
+	etcdctl_put /rollout/policy "{\"max_parallel\":1}" &&
+	for n in $NODES; do echo 5 >$n/config.sleep; done &&
+	etcdctl_put /current_version v3 &&
+	wait_for "test \$(holder_order | wc -l) -ge 4" 20 &&
+	set -- $(holder_order) &&
+	middle=$3 last=$4 &&
+	echo "queue: $*; killing $middle, watched by $last" &&
+	kill -9 $(node_pid $middle) &&
+	echo $middle >"$TRASH/dead" &&
+	for n in $NODES; do
+		test $n = $middle && continue
+		echo 0.2 >$n/config.sleep
+	done &&
+	for n in $NODES; do
+		test $n = $middle && continue
+		wait_for "node_at $n v3" 90 || return 1
+	done &&
+	test "$(most_at_once "$TRASH/runs.log")" -le 1 &&
+	grep -q "config-start $last v3" "$TRASH/runs.log" &&
+	test -z "$(etcdctl_keys /rollout/holders/)"
+'
+
+test_expect_success 'the dead node restarts and converges too' '
+	dead=$(cat "$TRASH/dead") &&
+	echo 0 >$dead/config.sleep &&
+	start_node $dead &&
+	wait_for "node_at $dead v3" 30 &&
+	test "$(most_at_once "$TRASH/runs.log")" -le 1
+'
+
+stop_all_nodes
+test_done
