@@ -258,18 +258,18 @@ for t in $(seq 1 "$triggers"); do
 	awk -v t0="$BT_T0" '{ print $1 / 1e6 - t0 }' "$work/starts/$v" 2>/dev/null | ms_stats |
 		awk -v v="$v" -v n="$started" -v atn="$atn" -v atmax="$atmax" \
 		'{ printf "  %-8s %8d %8s %8s %8s %8s %10s\n", v, n, $2, $3, $4, atn, atmax }'
-	echo "$t $BT_REQ $BT_CPU $BT_KEEPALIVE $BT_DAEMON_CPU $BT_KA_STREAMS $BT_METHODS" >>"$work/per-trigger"
+	echo "$t $BT_REQ $BT_CPU $BT_KEEPALIVE $BT_DAEMON_CPU $BT_KA_STREAMS $BT_EVENTS $BT_METHODS" >>"$work/per-trigger"
 done
 etcd_cpu_unlimit
 echo
 echo "etcd per daemon per trigger: requests (all but keepalives), lease renewals and the keepalive"
-echo "streams they took, CPU ms, by method,"
+echo "streams they took, CPU ms, watch events etcd sent (the benchmark's own watches take ~2), by method,"
 echo "the floor of the trigger: the etcd CPU it took, on etcd's share of a core (${etcd_cpu:-100} %),"
 echo "and the daemon's own CPU per trigger (its hooks' not counted):"
 awk -v share="${etcd_cpu:-100}" -v n="$daemons" '{
-	printf "  trigger %d: %6.2f requests %5.2f renewals on %4.2f streams %7.2f ms  floor %6.1f s  daemon %5.2f ms ",
-		$1, $2, $4, $6, $3, $3 * n / 1000 / (share / 100), $5
-	for (i = 7; i <= NF; i += 2) printf " %s %s", $i, $(i + 1); printf "\n" }' "$work/per-trigger"
+	printf "  trigger %d: %6.2f requests %5.2f renewals on %4.2f streams %7.2f ms  floor %6.1f s  daemon %5.2f ms  events %7.2f ",
+		$1, $2, $4, $6, $3, $3 * n / 1000 / (share / 100), $5, $7
+	for (i = 8; i <= NF; i += 2) printf " %s %s", $i, $(i + 1); printf "\n" }' "$work/per-trigger"
 log_counts >"$work/logs1"
 paste "$work/logs0" "$work/logs1" | awk -v n="$daemons" '{
 	printf "from the daemons\x27 logs, per daemon over the triggers: keepalives failed %.2f, leases lost %.2f,\n", ($7 - $1) / n, ($8 - $2) / n

@@ -144,8 +144,10 @@ bench_watch() {
 }
 
 bench_settle() {
-	local quiet=$1 limit=$2 out=$3 last=-1 now same=0 i
-	for ((i = 0; i < limit; i++)); do
+	# Bounded in seconds, not in rounds: a round's read of /metrics can
+	# itself take seconds from an etcd held to a small CPU share.
+	local quiet=$1 limit=$2 out=$3 last=-1 now same=0 end=$((SECONDS + $2))
+	while [ "$SECONDS" -lt "$end" ]; do
 		etcd_requests "$out"
 		now=$(awk '$1 != "LeaseKeepAlive" && $1 != "LeaseRenewal" { s += $2 } END { print s + 0 }' "$out")
 		if [ "$now" = "$last" ]; then
@@ -185,11 +187,14 @@ bench_settle() {
 #   BT_CPU         etcd CPU ms per node, less the idle rate BT_IDLE_CPU_RATE
 #                  (ms/s for the whole etcd, 0 when unset) over the window
 #   BT_WINDOW      the window, s
+#   BT_EVENTS      watch events etcd sent per node over the window
+#                  (etcd_debugging_mvcc_events_total; the two watches above
+#                  take about 2 per node of them)
 #
 # The counters include the trigger_update command's own requests (a Range and
 # a Txn or so: 2/N per node).
 bench_trigger() {
-	local v=$1 n=$2 out=$3 P=${ORCHESTRATE_PREFIX:-} rev w0 c0 c1 d0 d1 s0 s1 i at=0 wr wa
+	local v=$1 n=$2 out=$3 P=${ORCHESTRATE_PREFIX:-} rev w0 c0 c1 d0 d1 s0 s1 i at=0 wr wa e0 e1
 	local deadline
 	rev=$(etcd_revision)
 	w0=$(etcd_gauge etcd_debugging_mvcc_watcher_total)
@@ -203,6 +208,7 @@ bench_trigger() {
 	done
 
 	etcd_requests "$out.req0"
+	e0=$(etcd_gauge etcd_debugging_mvcc_events_total)
 	c0=$(etcd_cpu_ms "${ETCD_PIDS[@]}")
 	d0=$(etcd_cpu_ms "${DAEMON_PIDS[@]:-}")
 	s0=$(now_ms)
@@ -227,6 +233,7 @@ bench_trigger() {
 	bench_settle "${SETTLE:-3}" "${SETTLE_TIMEOUT:-120}" "$out.settle" ||
 		echo "  (requests still moving after ${SETTLE_TIMEOUT:-120} s)" >&2
 	etcd_requests "$out.req1"
+	e1=$(etcd_gauge etcd_debugging_mvcc_events_total)
 	c1=$(etcd_cpu_ms "${ETCD_PIDS[@]}")
 	d1=$(etcd_cpu_ms "${DAEMON_PIDS[@]:-}")
 	s1=$(now_ms)
@@ -234,6 +241,7 @@ bench_trigger() {
 	wait "$wr" "$wa" 2>/dev/null || true
 
 	BT_WINDOW=$(awk -v a="$s0" -v b="$s1" 'BEGIN { printf "%.1f", (b - a) / 1000 }')
+	BT_EVENTS=$(awk -v a="$e0" -v b="$e1" -v n="$n" 'BEGIN { printf "%.2f", (b - a) / n }')
 	BT_METHODS=$(etcd_requests_diff "$out.req0" "$out.req1" "$n" 1 |
 		grep -Ev '^Lease(KeepAlive|Renewal) ' | tr '\n' ' ')
 	BT_REQ=$(awk -v n="$n" \

@@ -58,7 +58,10 @@ static int node_on_release_events(const struct etcd_event *ev, size_t count, int
 
 	for (size_t i = 0; i < count; i++) {
 		_cleanup_(queue_release_release) struct queue_release rel = { 0 };
-		if (fleet_queue_release(&ev[i], &rel) <= 0)
+		int r = fleet_queue_release(&ev[i], &rel);
+		if (r == 0 && ev[i].type == ETCD_EVENT_DELETE)
+			ahead = true;	/* etcd left out the key as it was: look */
+		if (r <= 0)
 			continue;
 		q->releases++;
 		ahead |= rel.created < q->created;	/* one behind us moves nothing */
