@@ -156,6 +156,7 @@ enum node_slot {
 };
 struct node_rollout {
 	enum node_slot slot;
+	bool marked;			/* the start that marks the slot's key was written */
 	bool release_sent;		/* a write in flight gives the slot back */
 	struct etcd_watch *stage_watch;	/* only while an earlier group is behind */
 	sd_event_source *progress_timer;	/* progress_deadline, first waiting */
@@ -471,6 +472,9 @@ void node_slot_release_written(struct node *n, int error);
 int node_slot_batch_mark(struct node *n, struct fleet_batch *b);
 /* The node's key went from the queue (its look found it gone): not queued. */
 void node_slot_lost(struct node *n);
+/* The run's start (which marks the slot) ended: written, or refused by its
+ * guard, which returns a slot not marked yet to the queue. */
+void node_slot_start_written(struct node *n, int error);
 
 /* The failure budget: halts when the host's own failure crossed it. */
 int node_check_budget(struct node *n);

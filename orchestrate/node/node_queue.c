@@ -9,6 +9,9 @@
  * already runs, the queue's releases, since then any freed slot may be its
  * own.  Each such event makes the next decision look again; a look in
  * flight is one request, and the decision waits for it (node_take_slot).
+ * The first in line needs no look for a release: its look counted exactly
+ * who was ahead, only those can go, and the release says whose key it was
+ * and when it was created, so it counts them down.
  *
  * The first in line also sees every holder that went while running: those
  * are handed to the dead-holder checks of node_rollout.c.
@@ -64,8 +67,13 @@ static int node_on_release_events(const struct etcd_event *ev, size_t count, int
 		if (r <= 0)
 			continue;
 		q->releases++;
-		ahead |= rel.created < q->created;	/* one behind us moves nothing */
-		if (!rel.held || rel.created >= q->created)
+		if (rel.created >= q->created)
+			continue;	/* one behind us moves nothing */
+		if (q->known && q->look.exact && q->look.ahead > 0 && rel.revision > q->look.revision)
+			q->look.ahead--;	/* counted down: no look needed */
+		else if (!q->known || rel.revision > q->look.revision)
+			ahead = true;
+		if (!rel.held)
 			continue;
 		struct rollout_holder *v = realloc(q->released, (q->n_released + 1) * sizeof(*v));
 		if (!v)
@@ -76,6 +84,8 @@ static int node_on_release_events(const struct etcd_event *ev, size_t count, int
 	}
 	if (ahead)
 		node_queue_moved(n, revision);
+	else
+		node_schedule_evaluate(n);	/* a slot may be ours now */
 	return 0;
 }
 
@@ -184,6 +194,7 @@ void node_queue_follow(struct node *n)
 void node_queue_hold(struct node *n)
 {
 	node_queue_stop_stream(n);
+	n->queue.known = false;	/* counted down by a stream now gone */
 }
 
 bool node_queue_first(const struct node *n)

@@ -151,6 +151,7 @@ void node_slot_release_written(struct node *n, int error)
 	n->rollout.release_sent = false;
 	if (error == 0) {
 		n->rollout.slot = SLOT_NONE;
+		n->rollout.marked = false;
 		node_queue_leave(n);
 	}
 }
@@ -158,7 +159,35 @@ void node_slot_release_written(struct node *n, int error)
 void node_slot_lost(struct node *n)
 {
 	n->rollout.slot = SLOT_NONE;
+	n->rollout.marked = false;
 	node_queue_leave(n);
+}
+
+/*
+ * The slot is taken from the node's place in the queue, which may be newer
+ * than its model: a release reaches it on the queue's stream, the canary or
+ * failure record written in the same txn on the model's.  So a slot is only
+ * held for good once the run's start, whose guard refuses a start decided
+ * on a model behind such a record, is written, and with it the mark; until
+ * then each decision takes it again from the newest model, or gives it back
+ * (node_slot_untake), and the queue goes on being followed.  Once marked it
+ * is held through retries.
+ */
+void node_slot_start_written(struct node *n, int error)
+{
+	if (!node_slot_held(n) || error < 0 || n->rollout.marked)
+		return;
+	n->rollout.marked = true;
+	node_queue_hold(n);
+}
+
+/* A decision took back a slot not marked yet: the node waits again. */
+static void node_slot_untake(struct node *n)
+{
+	if (!node_slot_held(n) || n->rollout.marked)
+		return;
+	log_info("rollout slot given back before the run started: the rollout changed");
+	n->rollout.slot = SLOT_QUEUED;
 }
 
 int node_slot_batch_mark(struct node *n, struct fleet_batch *b)
@@ -309,6 +338,7 @@ static void node_queued(struct node *n, int r)
 		return;
 	}
 	n->rollout.slot = SLOT_QUEUED;
+	n->rollout.marked = false;
 	node_queue_enter(n, node_write_revision(n));
 	node_retry_reset(n);
 }
@@ -409,7 +439,10 @@ int node_take_slot(struct node *n, struct slot_wait *ret_wait)
 {
 	const struct rollout_policy *policy = &n->sync.model.policy;
 	const struct config *cfg = n->opt.config;
-	struct rollout_ask ask = { .alive = -1, .has_slot = node_slot_held(n) };
+	/* A slot is kept once the start that marks it was written; until then
+	 * it is taken again at every decision (node_slot_start_written). */
+	bool holds = node_slot_held(n) && n->rollout.marked;
+	struct rollout_ask ask = { .alive = -1, .has_slot = holds };
 	struct rollout_decision d = { 0 };
 	const struct fleet_facts *x = NULL;
 	int r;
@@ -418,8 +451,7 @@ int node_take_slot(struct node *n, struct slot_wait *ret_wait)
 		node_release_slot(n);
 		return 1;
 	}
-	if ((policy->n_groups || (policy->max_percent > 0 && policy->max_parallel <= 0)) &&
-	    !node_slot_held(n)) {
+	if ((policy->n_groups || (policy->max_percent > 0 && policy->max_parallel <= 0)) && !holds) {
 		/* Both need the fleet beyond the model: wait for its facts. */
 		if ((r = node_facts_get(n, policy->n_groups ? FACTS_STAGES : FACTS_ALIVE, 0,
 					&x)) <= 0) {
@@ -427,7 +459,7 @@ int node_take_slot(struct node *n, struct slot_wait *ret_wait)
 			return r;
 		}
 	}
-	if (policy->n_groups && !node_slot_held(n)) {
+	if (policy->n_groups && !holds) {
 		r = fleet_facts_stage_ready(x, policy, cfg->group, n->host, n->sync.model.desired,
 					    &ret_wait->group, &ret_wait->behind);
 		if (r < 0)
@@ -438,14 +470,14 @@ int node_take_slot(struct node *n, struct slot_wait *ret_wait)
 		}
 		node_unwatch_stage(n);
 	}
-	if (!node_slot_held(n)) {
+	if (!holds) {
 		if (policy->max_parallel > 0)
 			ask.limit = policy->max_parallel;
 		else if (policy->max_percent > 0 &&
 			 (r = fleet_facts_percent_limit(x, policy, cfg->group, &ask.limit)) < 0)
 			return r;
 	}
-	if (n->rollout.slot == SLOT_QUEUED) {
+	if (n->rollout.slot != SLOT_NONE && !holds) {
 		/* Its place: how many are ahead, as far as any cap can reach
 		 * (the slots, or the canaries before a promote). */
 		long reach = ask.limit > policy->canary ? ask.limit : policy->canary;
@@ -486,14 +518,16 @@ int node_take_slot(struct node *n, struct slot_wait *ret_wait)
 	ret_wait->failed = d.failed;
 	switch (d.verdict) {
 	case ROLLOUT_START:
-		if (node_slot_held(n))
+		if (holds)
 			return 1;
 		if (!d.ranked) {
 			node_release_slot(n);	/* groups alone: the whole group at once */
 			return 1;
 		}
+		bool again = node_slot_held(n);
 		n->rollout.slot = d.canary ? SLOT_CANARY : SLOT_HELD;
-		node_queue_hold(n);
+		if (again)
+			return 1;	/* taken again, still to be marked */
 		if (d.canary)
 			log_info("rollout slot taken as canary %zu of %ld",
 				 d.canaries_done + d.failed + d.rank + 1, policy->canary);
@@ -507,11 +541,14 @@ int node_take_slot(struct node *n, struct slot_wait *ret_wait)
 		return 0;
 	case ROLLOUT_WAIT_CANARY:
 		ret_wait->canary = true;
+		node_slot_untake(n);
 		node_queue_follow(n);
 		return 0;
 	default:
-		if (d.ranked)
+		if (d.ranked) {
+			node_slot_untake(n);
 			node_queue_follow(n);
+		}
 		return 0;
 	}
 }

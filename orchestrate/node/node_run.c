@@ -815,6 +815,7 @@ static void node_start_written(struct node *n, int r)
 {
 	long deadline = n->sync.model.policy_state == 1 ? n->sync.model.policy.healthy_deadline : 0;
 
+	node_slot_start_written(n, r);
 	if (r == -ECANCELED) {
 		/* Decided again when the change that refused it reaches the
 		 * model (node_sync.c), and after a backoff in any case: the
