@@ -3,7 +3,7 @@
 # Memory: one daemon under valgrind's memcheck through a whole life: it
 # registers, syncs, runs the config and validate hooks for a trigger, publishes,
 # sees the catalog change (the services hook), reloads on SIGHUP, runs again,
-# and stops on SIGTERM.  It must exit 0 with no memcheck error and no definite
+# waits in a slot queue and runs in its turn, and stops on SIGTERM.  It must exit 0 with no memcheck error and no definite
 # or indirect leak.  Hooks are fork+execve children (shell scripts): valgrind
 # does not follow them (--trace-children=no).  valgrind makes the daemon some
 # 20-50 times slower, so the waits here are generous but bounded.
@@ -71,6 +71,25 @@ test_expect_success 'SIGHUP reloads; a failed run and a retry work after it' '
 	wait_for "status_is n1 validation failed" 40 &&
 	rm n1/validate.exit &&
 	wait_for "node_at n1 v2" 40
+'
+
+test_expect_success 'max_parallel 1: it follows the slot queue ahead of it, then runs' '
+	# zz1 runs, zz2 waits: the daemon queues behind zz2 and watches its key;
+	# zz2 starts (its mark), zz1 leaves, zz2 leaves: its turn
+	etcdctl_put /rollout/policy "{\"max_parallel\":1}" &&
+	etcdctl_put /rollout/holders/zz1 "{\"version\":\"v3\",\"holding\":true}" &&
+	etcdctl_put /rollout/holders/zz2 "{\"version\":\"v3\"}" &&
+	etcdctl_put /current_version v3 &&
+	wait_for "etcdctl_exists /rollout/holders/n1" 40 &&
+	sleep 3 &&
+	! node_at n1 v3 &&
+	etcdctl_put /rollout/holders/zz2 "{\"version\":\"v3\",\"holding\":true}" &&
+	etcdctl_del /rollout/holders/zz1 &&
+	sleep 3 &&
+	! node_at n1 v3 &&
+	etcdctl_del /rollout/holders/zz2 &&
+	wait_for "node_at n1 v3" 60 &&
+	wait_for "test -z \"\$(etcdctl_keys /rollout/holders/)\"" 30
 '
 
 test_expect_success 'SIGTERM: exit 0, memcheck reports no error and no leak' '
