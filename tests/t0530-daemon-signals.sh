@@ -167,7 +167,9 @@ test_expect_success 'SIGHUP with new etcd settings while the run'"'"'s end is in
 	wait_for "node_at s7 v7" 20 &&
 	echo 1 >s7/validate.sleep &&
 	etcdctl_put /current_version v7b &&
-	wait_for "grep -q \"hook .validate. started\" s7/log" 20 &&
+	# the validate of v7b, the second in this log (the first is of v7):
+	# etcd stopped any earlier stops the run before its start is written
+	wait_for "test \$(grep -c \"hook .validate. started\" s7/log) = 2" 20 &&
 	kill -STOP "$(cat "$ETCD_STATE/etcd/pid")" &&
 	wait_for "test \$(grep -c \"hook .validate. exited\" s7/log) = 2" 10 &&
 	sleep 0.5 &&
