@@ -436,10 +436,9 @@ int node_check_dependencies(struct node *n, char **ret_missing, char **ret_short
 struct slot_wait {
 	char *group;		/* an earlier group still behind, or NULL */
 	size_t behind;		/* how many of its alive hosts */
-	long limit;		/* else: the slots of the node's stage... */
-	size_t holders;		/* ...and how many hosts of its stage want one */
+	long limit;		/* else: the slots of the node's stage */
 	bool ranked;		/* the node's place in the queue is known: */
-	size_t rank;		/* 0-based */
+	size_t rank;		/* hosts ahead of it (0-based place) */
 	bool canary;		/* the canaries took every slot: wait for promote */
 	size_t canaries_done;
 	size_t failed;		/* hosts failed at this rollout */

@@ -57,13 +57,13 @@ static int node_on_release_events(const struct etcd_event *ev, size_t count, int
 {
 	struct node *n = userdata;
 	struct node_queue *q = &n->queue;
-	bool ahead = false;
+	bool look_again = false;
 
 	for (size_t i = 0; i < count; i++) {
 		_cleanup_(queue_release_release) struct queue_release rel = { 0 };
 		int r = fleet_queue_release(&ev[i], &rel);
 		if (r == 0 && ev[i].type == ETCD_EVENT_DELETE)
-			ahead = true;	/* etcd left out the key as it was: look */
+			look_again = true;	/* etcd left out the key as it was */
 		if (r <= 0)
 			continue;
 		q->releases++;
@@ -72,7 +72,7 @@ static int node_on_release_events(const struct etcd_event *ev, size_t count, int
 		if (q->known && q->look.exact && q->look.ahead > 0 && rel.revision > q->look.revision)
 			q->look.ahead--;	/* counted down: no look needed */
 		else if (!q->known || rel.revision > q->look.revision)
-			ahead = true;
+			look_again = true;
 		if (!rel.held)
 			continue;
 		struct rollout_holder *v = realloc(q->released, (q->n_released + 1) * sizeof(*v));
@@ -82,7 +82,7 @@ static int node_on_release_events(const struct etcd_event *ev, size_t count, int
 		q->released[q->n_released++] = (struct rollout_holder){
 			.host = TAKE_PTR(rel.host), .create_revision = rel.revision };
 	}
-	if (ahead)
+	if (look_again)
 		node_queue_moved(n, revision);
 	else
 		node_schedule_evaluate(n);	/* a slot may be ours now */

@@ -428,12 +428,12 @@ int node_promote_if_due(struct node *n, const struct slot_wait *w)
  * group (ret_wait->group set), a slot, promote, or a halt it has just written
  * (ret_wait->halting) — or a negative code.
  *
- * Slots are counted among the holders of the node's own stage: the first
- * max_parallel of them by create revision hold one.  Holders of other stages
- * are hosts still retrying an earlier group (which keeps this stage waiting
- * anyway) or the unlisted, which must not eat a listed group's slots.  A host
- * that would start checks the failure budget in the same model first, and
- * halts the rollout instead when it is spent.
+ * Slots are counted over every key ahead of the node's in the queue
+ * (node_queue.c), whatever its group: the first max_parallel by create
+ * revision hold one, and a host of an earlier group still there is one
+ * still running (a retry).  A host that would start checks the failure
+ * budget in the same model first, and halts the rollout instead when it is
+ * spent.
  */
 int node_take_slot(struct node *n, struct slot_wait *ret_wait)
 {
@@ -512,7 +512,6 @@ int node_take_slot(struct node *n, struct slot_wait *ret_wait)
 
 	ret_wait->limit = ask.limit;
 	ret_wait->canaries_done = d.canaries_done;
-	ret_wait->holders = d.ranked ? d.in_stage : d.in_stage + 1;
 	ret_wait->ranked = d.ranked;
 	ret_wait->rank = d.rank;
 	ret_wait->failed = d.failed;
