@@ -36,7 +36,7 @@
 struct queue_look;
 typedef void (*fleet_queue_look_fn)(int error, struct queue_look *look, void *userdata);
 struct queue_look {
-	int64_t revision;	/* read at */
+	int64_t revision;	/* read at; below asked_created: a member behind */
 	int64_t created;	/* the node's key's create revision; 0: no key */
 	bool moved;		/* its key was created elsewhen than asked: look again */
 	size_t ahead;		/* keys created before it, at most the limit... */

@@ -79,10 +79,15 @@ int fleet_queue_look_start(struct fleet *f, const char *host, int64_t created, s
 		return -EINVAL;
 	if (!dir || !own)
 		return -ENOMEM;
+	/* Serializable: from what the member applied, with no wait for its
+	 * apply queue (a trigger's burst of queue writes fills it).  A look is
+	 * exact at its own revision whatever its age, since the stream that
+	 * follows resumes from there; one older than the node's own key is
+	 * asked again by the caller (queue_look.revision). */
 	const struct etcd_range ranges[] = {
-		{ .key = dir, .prefix = true, .flags = ETCD_NEWEST_FIRST, .limit = (long)limit,
-		  .max_create_revision = created - 1 },
-		{ .key = own },
+		{ .key = dir, .prefix = true, .flags = ETCD_NEWEST_FIRST | ETCD_SERIALIZABLE,
+		  .limit = (long)limit, .max_create_revision = created - 1 },
+		{ .key = own, .flags = ETCD_SERIALIZABLE },
 	};
 	queue_look_release(l);
 	*l = (struct queue_look){ .asked_created = created, .limit = limit, .fn = fn,

@@ -455,8 +455,8 @@ static bool node_evaluate_run(struct node *n)
 		node_retry_later(n);
 		return false;
 	}
-	if (wait.reading)
-		return false;	/* the fleet beyond the model is read: its answer decides */
+	if (wait.reading || wait.splaying)
+		return false;	/* a read's answer or the splay's timer decides */
 	node_retry_reset(n);
 	if (wait.halting)
 		return false;	/* the halt reaches the model next */
@@ -497,7 +497,7 @@ static bool node_evaluate_run(struct node *n)
 		return false;
 	}
 
-	if (node_run_splay(n))
+	if (node_run_splay(n, "config"))
 		return false;	/* its timer decides again */
 	/* Two Puppet runs at once would fight over Puppet's lock: a running
 	 * services hook ends first (its end evaluates again). */

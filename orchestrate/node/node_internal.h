@@ -444,6 +444,7 @@ struct slot_wait {
 	size_t failed;		/* hosts failed at this rollout */
 	bool halting;		/* it would start, but the budget is spent: halted */
 	bool reading;		/* the fleet beyond the model is read: its answer decides */
+	bool splaying;		/* the splay before queueing runs: its timer decides */
 };
 int node_take_slot(struct node *n, struct slot_wait *ret_wait);
 /* Under auto_promote, the first host waiting for promote writes it when the
@@ -540,9 +541,11 @@ void node_run_model_moved(struct node *n);
 /* From the evaluation: a new desired version is a new target, retried at
  * once from the start of the backoff. */
 void node_run_check_target(struct node *n);
-/* The splay before a run: true while it runs (the timer's end decides
- * again), false once it is over or not configured. */
-bool node_run_splay(struct node *n);
+/* The splay before the host's first write for a version: its place in the
+ * slot queue under a rollout policy with slots, else its run's start
+ * (before names which, for the state line).  True while it runs (the
+ * timer's end decides again), false once it is over or not configured. */
+bool node_run_splay(struct node *n, const char *before);
 /* Idle: no splay or backoff, failures forgotten. */
 void node_run_idle(struct node *n);
 /* Stopping: the run's timers; abandoning: its hook is left to itself;

@@ -111,6 +111,14 @@ static void node_on_look(int error, struct queue_look *l, void *userdata)
 		node_retry_later(n);
 		return;
 	}
+	if (l->revision < l->asked_created) {
+		/* The member answered from before the node's own key (the client
+		 * moved to one that lags): not an answer about the place. */
+		log_debug("the slot queue was read at %lld, before this host's place: again",
+			  (long long)l->revision);
+		node_retry_later(n);
+		return;
+	}
 	if (l->created == 0) {
 		/* Our key went (its lease expired, or by hand): queue again. */
 		log_info("the rollout slot queue lost this host's place: queueing again");

@@ -494,6 +494,15 @@ int node_take_slot(struct node *n, struct slot_wait *ret_wait)
 		if ((r = fleet_model_decide(&n->sync.model, &ask, &d)) < 0)
 			return r;
 		if (d.verdict == ROLLOUT_QUEUE) {
+			/* The splay comes before the host's first write for
+			 * the version, here its place in the queue: a fleet
+			 * queueing at once is the burst the splay spreads, and
+			 * a slot held through a splay would sit idle. */
+			if (node_run_splay(n, "queueing for a rollout slot")) {
+				free(d.halt_reason);
+				ret_wait->splaying = true;
+				return 0;
+			}
 			/* Its place is known once its key is back on the
 			 * stream: until then it waits (the switch below). */
 			if ((r = node_queue(n)) < 0)

@@ -994,7 +994,7 @@ void node_run_check_target(struct node *n)
 		node_timer_cancel(&n->run.timer);
 }
 
-bool node_run_splay(struct node *n)
+bool node_run_splay(struct node *n, const char *before)
 {
 	uint64_t delay;
 
@@ -1005,8 +1005,8 @@ bool node_run_splay(struct node *n)
 	 * puppet/pending written by every host the moment the trigger comes
 	 * would be the very burst it spreads, and a third write per run. */
 	delay = random_between(0, sec_to_usec((double)n->opt.config->splay));
-	node_set_state(n, NODE_SPLAY, "splay %.1f s before config for %s",
-		       (double)delay / (double)USEC_PER_SEC, n->sync.model.desired);
+	node_set_state(n, NODE_SPLAY, "splay %.1f s before %s for %s",
+		       (double)delay / (double)USEC_PER_SEC, before, n->sync.model.desired);
 	if (node_timer_arm(n, &n->run.timer, delay, node_on_run_timer) < 0) {
 		n->run.splay_done = true;
 		return false;
