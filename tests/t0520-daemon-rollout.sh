@@ -75,5 +75,27 @@ test_expect_success 'a lost lease is granted again and every leased key rewritte
 	etcdctl_get /available_services/svc-r2/r2 >svc && cat svc && grep -q "\"healthy\":true" svc
 '
 
+# A write refused for its lease (revoked, or expired while etcd was slow) is
+# etcd saying the lease is gone: the node grants a new one at once.  Before,
+# it sent each retry under the dead lease until its next keepalive found out
+# (with a 60 s lease, 5 to 20 s away), and etcd makes each refused write a
+# proposal first.
+test_expect_success 'a write refused for a dead lease: a new lease at once, no retry under the old' '
+	sed -i "s/^  lease_ttl: .*/  lease_ttl: 60/" r3/orchestrate.yaml &&
+	stop_node r3 && start_node r3 &&
+	lease=$(etcdctl_ get /alive/r3 -w json | sed -n "s/.*\"lease\":\([0-9]*\).*/\1/p") &&
+	test -n "$lease" &&
+	refused0=$(grep -c "requested lease not found" r3/log || :) &&
+	etcdctl_ lease revoke $(printf "%x" "$lease") &&
+	etcdctl_put /current_version v5 &&
+	wait_for "node_at r3 v5" 15 &&
+	grep -q "is gone, granting a new one" r3/log &&
+	refused=$(( $(grep -c "requested lease not found" r3/log) - refused0 )) &&
+	echo "writes refused for the dead lease: $refused" &&
+	test "$refused" -ge 1 && test "$refused" -le 2 &&
+	wait_for "node_at r1 v5 && node_at r2 v5" 30 &&
+	wait_for "test -z \"\$(etcdctl_keys /rollout/holders/)\"" 10
+'
+
 stop_all_nodes
 test_done

@@ -303,6 +303,10 @@ int etcd_snapshot_start(struct etcd_client *c, const struct etcd_range *ranges, 
 			int64_t revision, long timeout_ms, etcd_snapshot_fn fn, void *userdata,
 			struct etcd_call **ret);
 int etcd_lease_revoke(struct etcd_client *c, int64_t id);
+/* Whether error, the last call's, is etcd's "requested lease not found": the
+ * lease expired or was revoked (a revoke of it is as done as it gets; a write
+ * under it is refused, after etcd made it a proposal). */
+bool etcd_lease_was_gone(const struct etcd_client *c, int error);
 
 /* --- cluster --------------------------------------------------------------- */
 

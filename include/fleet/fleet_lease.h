@@ -33,6 +33,9 @@ int fleet_lease_grant_start(struct fleet *f, int64_t ttl, long patience_ms, flee
  * that expired already counts as revoked) or an error. */
 int fleet_lease_revoke_start(struct fleet *f, int64_t id, long patience_ms, fleet_lease_fn fn,
 			     void *userdata, struct etcd_call **ret);
+/* Whether error, a write's that just ended, is etcd refusing a lease it no
+ * longer knows: the write carried a lease that is gone. */
+bool fleet_lease_refused(const struct fleet *f, int error);
 /* Stops a call that has not called back yet (NULL: nothing); fn never runs. */
 void fleet_call_cancel(struct etcd_call *call);
 

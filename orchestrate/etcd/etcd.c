@@ -1341,7 +1341,7 @@ int etcd_lease_body(int64_t id, char **ret_text)
 
 bool etcd_lease_was_gone(const struct etcd_client *c, int error)
 {
-	return error == -EINVAL && strstr(etcd_last_error(c), "not found");
+	return error == -EINVAL && strstr(etcd_last_error(c), "lease not found");
 }
 
 int etcd_lease_revoke(struct etcd_client *c, int64_t id)

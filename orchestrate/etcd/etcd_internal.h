@@ -121,9 +121,6 @@ cJSON *etcd_range_request(const char *key, size_t key_len, const char *end, size
 int etcd_range_newest_first(cJSON *req, long limit, int64_t max_create_revision);
 /* The endpoint that answered last (or will be tried first). */
 const char *etcd_current_endpoint(const struct etcd_client *c);
-/* Whether the last error is etcd's "lease not found": a lease that expired
- * already is as revoked as it gets. */
-bool etcd_lease_was_gone(const struct etcd_client *c, int error);
 /* Drops the token and authenticates again (blocking). */
 int etcd_reauthenticate(struct etcd_client *c);
 

@@ -13,6 +13,11 @@ int fleet_lease_grant(struct fleet *f, int64_t ttl, int64_t *ret_id)
 	return etcd_lease_grant(f->etcd, ttl, ret_id);
 }
 
+bool fleet_lease_refused(const struct fleet *f, int error)
+{
+	return etcd_lease_was_gone(f->etcd, error);
+}
+
 int fleet_lease_revoke(struct fleet *f, int64_t id)
 {
 	return etcd_lease_revoke(f->etcd, id);

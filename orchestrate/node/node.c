@@ -514,6 +514,11 @@ static void node_evaluate(struct node *n)
 	 * only send the next write into the same failure. */
 	if (n->write)
 		return;
+	/* The lease is gone and the new one not granted: whatever the node
+	 * decided would be written under the dead one, and refused.  The
+	 * leased keys' write under the new one evaluates again. */
+	if (node_lease_gone(n))
+		return;
 	if (n->retry_timer) {
 		node_try_services(n);
 		return;

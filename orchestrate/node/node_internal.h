@@ -92,6 +92,7 @@ struct node_lease {
 	uint64_t refreshed;		/* when the last one etcd answered was sent */
 	unsigned keepalive_failures;	/* in a row, for the backoff */
 	uint64_t regrants;
+	bool gone;			/* etcd said so; the grant is not answered yet */
 };
 
 /* node_sync.c: the fleet model and its stream */
@@ -359,6 +360,16 @@ void node_keepalive_restart(struct node *n);
 /* A reload changed the node's group: registers it again (alive/ and
  * groups/), without blocking; a reload before the answer sends it again. */
 void node_lease_regroup(struct node *n);
+/*
+ * etcd refused a write that carried lease (node_write.c): the lease is gone.
+ * Granted again at once when it is the node's current one, rather than at the
+ * next keepalive: meanwhile each retried write would carry the dead lease,
+ * and etcd makes each a proposal before it refuses it.
+ */
+void node_lease_refused(struct node *n, int64_t lease);
+/* The lease is known gone and its successor not granted yet: a write now
+ * would carry the dead one, so the node decides nothing until the grant. */
+bool node_lease_gone(const struct node *n);
 /* At the stop: revokes the lease, so that alive/ and the services go now
  * rather than at its expiry.  true while the revoke is in flight (its end
  * calls node_finish_stop() again); once per life. */

@@ -316,6 +316,7 @@ static void node_on_grant(int error, int64_t lease, void *userdata)
 		node_keepalive_arm(n, node_register_retry(n));
 		return;
 	}
+	n->lease.gone = false;
 	n->lease.id = lease;
 	n->lease.ttl = n->opt.config->lease_ttl;
 	n->lease.refreshed = n->lease.keepalive_sent;
@@ -351,6 +352,7 @@ static void node_lease_regrant(struct node *n)
 	}
 	log_warnx("lease %llx is gone, granting a new one and registering again",
 		  (unsigned long long)n->lease.id);
+	n->lease.gone = true;
 	n->lease.keepalive_sent = node_now(n);
 	r = fleet_lease_grant_start(&n->fleet, n->opt.config->lease_ttl, NODE_ETCD_PATIENCE_MS,
 				    node_on_grant, n, &n->lease.keepalive_call);
@@ -398,8 +400,8 @@ static int node_on_keepalive(sd_event_source *s, uint64_t usec, void *userdata)
 
 	if (n->lease.keepalive_call)
 		return 0;	/* its end arms the next */
-	if (n->lease.keys_lost && !n->lease.reregistering) {
-		node_lease_regrant(n);
+	if ((n->lease.keys_lost || n->lease.gone) && !n->lease.reregistering) {
+		node_lease_regrant(n);	/* the keys, or a grant that failed */
 		return 0;
 	}
 	/* Past the time the lease surely had, etcd may still not have
@@ -419,6 +421,26 @@ static int node_on_keepalive(sd_event_source *s, uint64_t usec, void *userdata)
 	}
 	n->lease.keepalive_sent = now;
 	return 0;
+}
+
+void node_lease_refused(struct node *n, int64_t lease)
+{
+	struct node_lease *l = &n->lease;
+
+	/* An older lease's write, the first registration's, or one made while
+	 * the keys go again under a new lease (node_reregistered sees it). */
+	if (lease != l->id || !l->registered || l->gone || l->keys_lost || l->reregistering ||
+	    n->once || n->stopping)
+		return;
+	fleet_call_cancel(l->keepalive_call);
+	l->keepalive_call = NULL;
+	node_timer_cancel(&l->keepalive);
+	node_lease_regrant(n);
+}
+
+bool node_lease_gone(const struct node *n)
+{
+	return n->lease.gone;
 }
 
 static void node_on_regrouped(int error, int64_t revision, void *userdata)

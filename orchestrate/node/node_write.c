@@ -52,6 +52,7 @@ struct node_write {
 	unsigned failures;		/* sends or questions without a definite answer */
 	unsigned sends;			/* sends so far */
 	const char *what;		/* for the log, a literal */
+	int64_t lease;			/* the node's lease when it was made */
 	node_write_fn done;
 	struct node_services staged;	/* the services it publishes */
 };
@@ -120,6 +121,8 @@ static void node_write_end(struct node *n, int error, int64_t revision)
 	n->write = w->next;
 	if (error == 0)
 		node_services_committed(n, &w->staged);
+	else if (fleet_lease_refused(&n->fleet, error))
+		node_lease_refused(n, w->lease);
 	w->call = NULL;
 	node_write_free(w);
 	n->write_revision = error == 0 ? revision : 0;
@@ -225,6 +228,7 @@ int node_write_begin(struct node *n, struct fleet_batch *batch, const char *what
 		return -ENOMEM;
 	w->batch = TAKE_PTR(b);
 	w->what = what;
+	w->lease = n->lease.id;
 	w->done = done;
 	w->staged = node_services_take_staged(n);
 	for (tail = &n->write; *tail; tail = &(*tail)->next)
