@@ -21,7 +21,7 @@ test_expect_success 'the settle driver passes against a real etcd' '
 test_expect_success 'every case ran and none failed' '
 	cat out &&
 	! grep "^not ok" out &&
-	test "$(grep -c "^ok" out)" -ge 35
+	test "$(grep -c "^ok" out)" -ge 40
 '
 
 test_done

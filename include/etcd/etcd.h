@@ -246,9 +246,15 @@ typedef void (*etcd_value_fn)(int error, int64_t value, void *userdata);
 /* One keepalive; the value is the remaining TTL, 0 when the lease is gone. */
 int etcd_lease_keepalive_start(struct etcd_client *c, int64_t id, long timeout_ms,
 			       etcd_value_fn fn, void *userdata, struct etcd_call **ret);
-/* A lease grant; the value is the new lease's id.  (A grant sent twice, by
- * a resend, leaves an unused lease that expires by itself.) */
-int etcd_lease_grant_start(struct etcd_client *c, int64_t ttl, long timeout_ms,
+/*
+ * A lease grant; the value is the new lease's id.  id 0 lets etcd choose it;
+ * id > 0 asks for that one, which makes the grant safe to send again: when
+ * an earlier send of it was applied (it went unanswered, etcd applied it
+ * later), etcd says the lease exists and the call ends with id.  A grant
+ * etcd chooses the id of, sent twice, leaves a lease nobody renews, which
+ * etcd must still expire (a proposal of its own).
+ */
+int etcd_lease_grant_start(struct etcd_client *c, int64_t ttl, int64_t id, long timeout_ms,
 			   etcd_value_fn fn, void *userdata, struct etcd_call **ret);
 /* A lease revoke (the value is 0): the lease's keys go at once, not at its
  * expiry.  A lease that expired already counts as revoked. */

@@ -26,9 +26,11 @@ int fleet_lease_revoke(struct fleet *f, int64_t id);
 typedef void (*fleet_lease_fn)(int error, int64_t ttl, void *userdata);
 int fleet_lease_keepalive_start(struct fleet *f, int64_t id, long patience_ms,
 				fleet_lease_fn fn, void *userdata, struct etcd_call **ret);
-/* A grant, asynchronous: fn gets 0 and the new lease's id, or an error. */
-int fleet_lease_grant_start(struct fleet *f, int64_t ttl, long patience_ms, fleet_lease_fn fn,
-			    void *userdata, struct etcd_call **ret);
+/* A grant, asynchronous: fn gets 0 and the new lease's id, or an error.
+ * id > 0 asks for that id, so that the grant can be sent again after one
+ * that went unanswered without leaving a second lease (etcd_lease_grant_start). */
+int fleet_lease_grant_start(struct fleet *f, int64_t ttl, int64_t id, long patience_ms,
+			    fleet_lease_fn fn, void *userdata, struct etcd_call **ret);
 /* A revoke, asynchronous (the daemon's, at its stop): fn gets 0 (a lease
  * that expired already counts as revoked) or an error. */
 int fleet_lease_revoke_start(struct fleet *f, int64_t id, long patience_ms, fleet_lease_fn fn,

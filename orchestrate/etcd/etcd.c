@@ -1272,10 +1272,11 @@ int etcd_txn_commit(struct etcd_client *c, struct etcd_txn *t, bool *ret_succeed
 
 /* --- leases ------------------------------------------------------------------ */
 
-int etcd_grant_body(int64_t ttl, char **ret_text)
+int etcd_grant_body(int64_t ttl, int64_t id, char **ret_text)
 {
 	_cleanup_(cJSON_Deletep) cJSON *body = cJSON_CreateObject();
-	if (!body || add_int64(body, "TTL", ttl) < 0 || !(*ret_text = cJSON_PrintUnformatted(body)))
+	if (!body || add_int64(body, "TTL", ttl) < 0 || (id > 0 && add_int64(body, "ID", id) < 0) ||
+	    !(*ret_text = cJSON_PrintUnformatted(body)))
 		return -ENOMEM;
 	return 0;
 }
@@ -1342,6 +1343,11 @@ int etcd_lease_body(int64_t id, char **ret_text)
 bool etcd_lease_was_gone(const struct etcd_client *c, int error)
 {
 	return error == -EINVAL && strstr(etcd_last_error(c), "lease not found");
+}
+
+bool etcd_lease_existed(const struct etcd_client *c, int error)
+{
+	return error == -EINVAL && strstr(etcd_last_error(c), "lease already exists");
 }
 
 int etcd_lease_revoke(struct etcd_client *c, int64_t id)

@@ -50,6 +50,7 @@ struct etcd_call {
 	int64_t since;			/* ...and its etcd_txn_settle() revision */
 	bool either;			/* a txn whose failure branch is a success too */
 	bool gone_is_done;		/* a revoke: a lease gone already is revoked */
+	int64_t granting;		/* a grant of this id: one that exists is granted */
 	struct etcd_snapshot *snapshot;	/* a snapshot read's ranges and lists */
 	etcd_value_fn fn;
 	void *userdata;
@@ -134,6 +135,8 @@ static void call_finish(struct etcd_call *call, int error, const cJSON *reply)
 		error = call->decode(call, reply, &value);
 	else if (call->gone_is_done && etcd_lease_was_gone(call->c, error))
 		error = 0;
+	else if (call->granting > 0 && etcd_lease_existed(call->c, error))
+		error = 0, value = call->granting;	/* an earlier send was applied */
 	if (error > 0) {
 		/* The next request of the same call, from the member that just
 		 * answered (c->current). */
@@ -410,15 +413,18 @@ int etcd_lease_keepalive_start(struct etcd_client *c, int64_t id, long timeout_m
 	return call_start_keepalive(c, body, timeout_ms, fn, userdata, ret);
 }
 
-int etcd_lease_grant_start(struct etcd_client *c, int64_t ttl, long timeout_ms,
+int etcd_lease_grant_start(struct etcd_client *c, int64_t ttl, int64_t id, long timeout_ms,
 			   etcd_value_fn fn, void *userdata, struct etcd_call **ret)
 {
 	char *body = NULL;
-	int r = etcd_grant_body(ttl, &body);
+	int r = etcd_grant_body(ttl, id, &body);
 	if (r < 0)
 		return r;
-	return call_start(c, "/v3/lease/grant", body, timeout_ms, call_decode_grant, NULL, fn,
-			  userdata, ret);
+	if ((r = call_start(c, "/v3/lease/grant", body, timeout_ms, call_decode_grant, NULL, fn,
+			    userdata, ret)) < 0)
+		return r;
+	(*ret)->granting = id;
+	return 0;
 }
 
 static int call_decode_nothing(struct etcd_call *call, const cJSON *reply, int64_t *ret)

@@ -121,6 +121,9 @@ cJSON *etcd_range_request(const char *key, size_t key_len, const char *end, size
 int etcd_range_newest_first(cJSON *req, long limit, int64_t max_create_revision);
 /* The endpoint that answered last (or will be tried first). */
 const char *etcd_current_endpoint(const struct etcd_client *c);
+/* Whether error, the last call's, is etcd's "lease already exists": a
+ * grant of an id that was granted. */
+bool etcd_lease_existed(const struct etcd_client *c, int error);
 /* Drops the token and authenticates again (blocking). */
 int etcd_reauthenticate(struct etcd_client *c);
 
@@ -129,7 +132,7 @@ int etcd_reauthenticate(struct etcd_client *c);
 int etcd_lease_body(int64_t id, char **ret_text);
 int etcd_decode_keepalive(struct etcd_client *c, const cJSON *reply, int64_t *ret_ttl);
 /* A lease grant's request body, and its reply read into the lease id. */
-int etcd_grant_body(int64_t ttl, char **ret_text);
+int etcd_grant_body(int64_t ttl, int64_t id, char **ret_text);
 int etcd_decode_grant(struct etcd_client *c, const cJSON *reply, int64_t *ret_id);
 /* A txn's reply: whether it succeeded and its revision.  With witness (the
  * value a settled txn puts, etcd_txn_settle), a failed compare whose read-back

@@ -35,12 +35,12 @@ int fleet_lease_keepalive_start(struct fleet *f, int64_t id, long patience_ms,
 	return etcd_lease_keepalive_start(f->etcd, id, patience_ms, fn, userdata, ret);
 }
 
-int fleet_lease_grant_start(struct fleet *f, int64_t ttl, long patience_ms, fleet_lease_fn fn,
-			    void *userdata, struct etcd_call **ret)
+int fleet_lease_grant_start(struct fleet *f, int64_t ttl, int64_t id, long patience_ms,
+			    fleet_lease_fn fn, void *userdata, struct etcd_call **ret)
 {
-	if (ttl <= 0)
+	if (ttl <= 0 || id < 0)
 		return -EINVAL;
-	return etcd_lease_grant_start(f->etcd, ttl, patience_ms, fn, userdata, ret);
+	return etcd_lease_grant_start(f->etcd, ttl, id, patience_ms, fn, userdata, ret);
 }
 
 void fleet_call_cancel(struct etcd_call *call)

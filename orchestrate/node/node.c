@@ -514,9 +514,9 @@ static void node_evaluate(struct node *n)
 	 * only send the next write into the same failure. */
 	if (n->write)
 		return;
-	/* The lease is gone and the new one not granted: whatever the node
-	 * decided would be written under the dead one, and refused.  The
-	 * leased keys' write under the new one evaluates again. */
+	/* The lease is gone and its keys not back under a new one: whatever
+	 * the node decided would be written under the dead lease (refused), or
+	 * ahead of its keys.  The leased keys' write evaluates again. */
 	if (node_lease_gone(n))
 		return;
 	if (n->retry_timer) {

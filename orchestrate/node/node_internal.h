@@ -93,6 +93,8 @@ struct node_lease {
 	unsigned keepalive_failures;	/* in a row, for the backoff */
 	uint64_t regrants;
 	bool gone;			/* etcd said so; the grant is not answered yet */
+	int64_t asking;			/* the id the grant under way asks for */
+	unsigned asks;			/* ...and how many times it was sent */
 };
 
 /* node_sync.c: the fleet model and its stream */
@@ -367,8 +369,10 @@ void node_lease_regroup(struct node *n);
  * and etcd makes each a proposal before it refuses it.
  */
 void node_lease_refused(struct node *n, int64_t lease);
-/* The lease is known gone and its successor not granted yet: a write now
- * would carry the dead one, so the node decides nothing until the grant. */
+/* The lease is known gone and its successor not granted yet, or its keys
+ * not all put again under it: a write now would carry the dead lease, or
+ * overtake the keys (the holder among them), so the node decides nothing
+ * until the keys are back. */
 bool node_lease_gone(const struct node *n);
 /* At the stop: revokes the lease, so that alive/ and the services go now
  * rather than at its expiry.  true while the revoke is in flight (its end

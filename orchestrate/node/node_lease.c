@@ -61,6 +61,37 @@ static uint64_t node_keepalive_first(struct node *n)
 	return random_between(interval / 4, interval);
 }
 
+/*
+ * The id a grant asks for: drawn once, then asked again by each retry of
+ * the grant until one is answered.  A grant that went unanswered (etcd's
+ * "request timed out": its apply queue was longer than its timeout) is
+ * usually applied later; asked with etcd's own choice of id, the retry made
+ * a second lease, and the first one, renewed by nobody, cost etcd its expiry
+ * too.  Asked by id, the retry finds it granted.
+ */
+static int64_t node_lease_ask(struct node *n)
+{
+	if (n->lease.asking <= 0) {
+		n->lease.asking = (int64_t)random_between(1, INT64_MAX);
+		n->lease.asks = 0;
+	}
+	n->lease.asks++;
+	return n->lease.asking;
+}
+
+/* A grant answered: the next grant draws a new id.  When it was asked more
+ * than once, an earlier send may be what etcd granted, and renewed by
+ * nobody since: the first keepalive comes now, not a random part of an
+ * interval later. */
+static uint64_t node_lease_granted(struct node *n)
+{
+	bool again = n->lease.asks > 1;
+
+	n->lease.asking = 0;
+	n->lease.asks = 0;
+	return again ? 0 : node_keepalive_first(n);
+}
+
 static uint64_t node_now(struct node *n)
 {
 	uint64_t usec = 0;
@@ -194,8 +225,9 @@ static void node_on_first_grant(int error, int64_t lease, void *userdata)
 	 * flight (reregistering): a renewal that finds the lease gone only
 	 * marks it, and the write's failure starts the registration over. */
 	n->lease.reregistering = true;
+	uint64_t first = node_lease_granted(n);
 	if (!n->once)
-		node_renewal_arm(n, node_keepalive_first(n));
+		node_renewal_arm(n, first);
 	r = fleet_register_start(&n->fleet, n->host, cfg->group, n->run.local, (long)getpid(),
 				 lease, node_etcd_patience(n), node_on_register_txn, n,
 				 &n->lease.register_call);
@@ -219,8 +251,8 @@ int node_register_begin(struct node *n, node_write_fn done)
 	if (n->lease.register_done)
 		return 0;	/* in flight: its end tells the first caller */
 	n->lease.keepalive_sent = node_now(n);
-	r = fleet_lease_grant_start(&n->fleet, ttl, node_etcd_patience(n), node_on_first_grant,
-				    n, &n->lease.keepalive_call);
+	r = fleet_lease_grant_start(&n->fleet, ttl, node_lease_ask(n), node_etcd_patience(n),
+				    node_on_first_grant, n, &n->lease.keepalive_call);
 	if (r < 0)
 		return r;
 	n->lease.register_done = done;
@@ -286,6 +318,10 @@ static void node_reregistered(struct node *n, int r)
 	n->lease.keys_lost = false;
 	n->lease.keepalive_failures = 0;
 	log_info("registered again with lease %llx", (unsigned long long)n->lease.id);
+	/* The holder put again is a new key: the place is behind whoever
+	 * queued meanwhile, and the queue is followed from there. */
+	if (n->rollout.slot != SLOT_NONE && !n->rollout.marked)
+		node_queue_enter(n, node_write_revision(n));
 	node_renewal_arm(n, node_keepalive_interval(n));
 }
 
@@ -329,7 +365,7 @@ static void node_on_grant(int error, int64_t lease, void *userdata)
 	node_metrics_changed(n);
 	/* The new lease is kept alive from now on, even while its keys wait
 	 * for their turn in the write queue. */
-	node_renewal_arm(n, node_keepalive_first(n));
+	node_renewal_arm(n, node_lease_granted(n));
 	node_put_leased_keys_again(n);
 }
 
@@ -354,8 +390,8 @@ static void node_lease_regrant(struct node *n)
 		  (unsigned long long)n->lease.id);
 	n->lease.gone = true;
 	n->lease.keepalive_sent = node_now(n);
-	r = fleet_lease_grant_start(&n->fleet, n->opt.config->lease_ttl, NODE_ETCD_PATIENCE_MS,
-				    node_on_grant, n, &n->lease.keepalive_call);
+	r = fleet_lease_grant_start(&n->fleet, n->opt.config->lease_ttl, node_lease_ask(n),
+				    NODE_ETCD_PATIENCE_MS, node_on_grant, n, &n->lease.keepalive_call);
 	if (r < 0) {
 		log_warnx("cannot grant a lease: %s", strerror(-r));
 		node_keepalive_arm(n, node_register_retry(n));
@@ -440,7 +476,7 @@ void node_lease_refused(struct node *n, int64_t lease)
 
 bool node_lease_gone(const struct node *n)
 {
-	return n->lease.gone;
+	return n->lease.gone || n->lease.keys_lost;
 }
 
 static void node_on_regrouped(int error, int64_t revision, void *userdata)

@@ -119,7 +119,11 @@ static void node_on_look(int error, struct queue_look *l, void *userdata)
 		node_retry_later(n);
 		return;
 	}
-	if (l->created == 0) {
+	if (l->created == 0 && node_lease_gone(n)) {
+		/* With the lease: the leased keys' write puts it back, and
+		 * enters the queue at its revision (node_reregistered). */
+		node_schedule_evaluate(n);
+	} else if (l->created == 0) {
 		/* Our key went (its lease expired, or by hand): queue again. */
 		log_info("the rollout slot queue lost this host's place: queueing again");
 		node_slot_lost(n);

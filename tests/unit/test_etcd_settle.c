@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <systemd/sd-event.h>
 
 #include "base/cleanup.h"
@@ -240,6 +241,37 @@ int main(void)
 		struct etcd_call *call = NULL;
 		is_int(etcd_txn_applied_start(c, plain, 1000, on_commit, NULL, &call), -EINVAL,
 		       "a txn that is not settled cannot be asked about");
+	}
+
+	/* 8. A grant is a write too: asked by id, a grant sent again after an
+	 *    unanswered one that etcd applied is that lease, not a second. */
+	{
+		int64_t id = 0x5e771ed0 + (int64_t)getpid(), got = 0, again = 0, other = 0, ttl = 0;
+		struct async_result res = { 0 };
+		struct etcd_call *call = NULL;
+		r = drive(e, etcd_lease_grant_start(c, 30, id, 10000, on_commit, &res, &call), &res,
+			  &got);
+		ok(r == 0 && got == id, "a grant asked by id is that lease (%d, %llx)", r,
+		   (unsigned long long)got);
+		res = (struct async_result){ 0 };
+		r = drive(e, etcd_lease_grant_start(c, 30, id, 10000, on_commit, &res, &call), &res,
+			  &again);
+		ok(r == 0 && again == id, "sent again, it is granted: the same lease (%d, %llx)", r,
+		   (unsigned long long)again);
+		res = (struct async_result){ 0 };
+		r = drive(e, etcd_lease_keepalive_start(c, id, 10000, on_commit, &res, &call), &res,
+			  &ttl);
+		ok(r == 0 && ttl > 0 && ttl <= 30, "and alive (ttl %lld)", (long long)ttl);
+		res = (struct async_result){ 0 };
+		r = drive(e, etcd_lease_grant_start(c, 30, 0, 10000, on_commit, &res, &call), &res,
+			  &other);
+		ok(r == 0 && other > 0 && other != id, "a grant without an id gets etcd's own");
+		(void)etcd_lease_revoke(c, id);
+		(void)etcd_lease_revoke(c, other);
+		res = (struct async_result){ 0 };
+		r = drive(e, etcd_lease_keepalive_start(c, id, 10000, on_commit, &res, &call), &res,
+			  &ttl);
+		ok(r == 0 && ttl == 0, "revoked, it is gone (%d, ttl %lld)", r, (long long)ttl);
 	}
 
 	etcd_client_free(c);
