@@ -364,9 +364,10 @@ void node_keepalive_restart(struct node *n);
 void node_lease_regroup(struct node *n);
 /*
  * etcd refused a write that carried lease (node_write.c): the lease is gone.
- * Granted again at once when it is the node's current one, rather than at the
- * next keepalive: meanwhile each retried write would carry the dead lease,
- * and etcd makes each a proposal before it refuses it.
+ * When it is the node's current one, the node takes it as lost now (a new
+ * lease after a short random delay) rather than at the next keepalive:
+ * meanwhile each retried write would carry the dead lease, and etcd makes
+ * each a proposal before it refuses it.
  */
 void node_lease_refused(struct node *n, int64_t lease);
 /* The lease is known gone and its successor not granted yet, or its keys

@@ -370,13 +370,34 @@ static void node_on_grant(int error, int64_t lease, void *userdata)
 }
 
 /*
- * The lease is gone: a new one, and every leased key again under it.  Both
- * asynchronous and patient (NODE_ETCD_PATIENCE_MS), as the node's other
- * writes: a fleet that lost its leases to a stalled etcd comes back while
- * that etcd is still slow, and a grant given up on at the request timeout
- * would be sent again into the same queue.  The keepalive timer stays off
- * while the grant is out (its end arms it); the new lease is kept alive while
- * its keys are being put.
+ * The lease is gone: a new one after a random part of a keepalive interval
+ * (a third of the TTL), then every leased key again under it.  A fleet
+ * loses its leases together (an etcd stalled, or too busy to renew them,
+ * for a TTL) and learns it together, in the second etcd answers again.
+ * Each host asking then for a lease, its keys and a new place in a slot
+ * queue is the burst that keeps etcd's apply queue long enough to lose the
+ * next leases; spread over the interval, it is a third as dense as the
+ * fleet's renewals.  Until the keys are back the node decides nothing
+ * (node_lease_gone).
+ */
+static void node_lease_lost(struct node *n)
+{
+	uint64_t delay = random_between(0, node_keepalive_interval(n));
+
+	log_warnx("lease %llx is gone, granting a new one and registering again in %.1f s",
+		  (unsigned long long)n->lease.id, (double)delay / (double)USEC_PER_SEC);
+	n->lease.gone = true;
+	node_keepalive_arm(n, delay);
+}
+
+/*
+ * A new lease, and every leased key again under it.  Both asynchronous and
+ * patient (NODE_ETCD_PATIENCE_MS), as the node's other writes: a fleet that
+ * lost its leases to a stalled etcd comes back while that etcd is still
+ * slow, and a grant given up on at the request timeout would be sent again
+ * into the same queue.  The keepalive timer stays off while the grant is out
+ * (its end arms it); the new lease is kept alive while its keys are being
+ * put.
  */
 static void node_lease_regrant(struct node *n)
 {
@@ -386,9 +407,10 @@ static void node_lease_regrant(struct node *n)
 		node_put_leased_keys_again(n);	/* the lease is new: the keys only */
 		return;
 	}
-	log_warnx("lease %llx is gone, granting a new one and registering again",
-		  (unsigned long long)n->lease.id);
-	n->lease.gone = true;
+	if (!n->lease.gone) {
+		node_lease_lost(n);	/* its timer comes back here */
+		return;
+	}
 	n->lease.keepalive_sent = node_now(n);
 	r = fleet_lease_grant_start(&n->fleet, n->opt.config->lease_ttl, node_lease_ask(n),
 				    NODE_ETCD_PATIENCE_MS, node_on_grant, n, &n->lease.keepalive_call);
