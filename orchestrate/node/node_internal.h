@@ -488,6 +488,10 @@ void node_slot_release_written(struct node *n, int error);
 int node_slot_batch_mark(struct node *n, struct fleet_batch *b);
 /* The node's key went from the queue (its look found it gone): not queued. */
 void node_slot_lost(struct node *n);
+/* The node's key was put again, at revision, with a new lease's keys: a new
+ * key, so a place behind whoever queued meanwhile (a slot already marked
+ * keeps no place to follow). */
+void node_slot_key_rewritten(struct node *n, int64_t revision);
 /* The run's start (which marks the slot) ended: written, or refused by its
  * guard, which returns a slot not marked yet to the queue. */
 void node_slot_start_written(struct node *n, int error);

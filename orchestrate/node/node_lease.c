@@ -174,10 +174,8 @@ static void node_register_end(struct node *n, int r)
  * rollout holder and alive again. */
 static void node_on_first_keys(struct node *n, int r)
 {
-	/* A holder key put again under the new lease is a new key: the
-	 * node's place is behind whoever queued meanwhile. */
-	if (r >= 0 && n->rollout.slot == SLOT_QUEUED)
-		node_queue_enter(n, node_write_revision(n));
+	if (r >= 0)
+		node_slot_key_rewritten(n, node_write_revision(n));
 	node_register_end(n, r);
 }
 
@@ -318,10 +316,7 @@ static void node_reregistered(struct node *n, int r)
 	n->lease.keys_lost = false;
 	n->lease.keepalive_failures = 0;
 	log_info("registered again with lease %llx", (unsigned long long)n->lease.id);
-	/* The holder put again is a new key: the place is behind whoever
-	 * queued meanwhile, and the queue is followed from there. */
-	if (n->rollout.slot != SLOT_NONE && !n->rollout.marked)
-		node_queue_enter(n, node_write_revision(n));
+	node_slot_key_rewritten(n, node_write_revision(n));
 	node_renewal_arm(n, node_keepalive_interval(n));
 }
 
@@ -492,8 +487,7 @@ void node_lease_refused(struct node *n, int64_t lease)
 		return;
 	fleet_call_cancel(l->keepalive_call);
 	l->keepalive_call = NULL;
-	node_timer_cancel(&l->keepalive);
-	node_lease_regrant(n);
+	node_lease_lost(n);	/* its timer replaces the keepalive's */
 }
 
 bool node_lease_gone(const struct node *n)

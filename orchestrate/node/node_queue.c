@@ -119,14 +119,15 @@ static void node_on_look(int error, struct queue_look *l, void *userdata)
 		node_retry_later(n);
 		return;
 	}
-	if (l->created == 0 && node_lease_gone(n)) {
-		/* With the lease: the leased keys' write puts it back, and
-		 * enters the queue at its revision (node_reregistered). */
-		node_schedule_evaluate(n);
-	} else if (l->created == 0) {
-		/* Our key went (its lease expired, or by hand): queue again. */
-		log_info("the rollout slot queue lost this host's place: queueing again");
-		node_slot_lost(n);
+	if (l->created == 0) {
+		/* Our key went with its lease, or by hand.  While the lease is
+		 * replaced, the leased keys' write puts it back and enters the
+		 * queue at its revision (node_slot_key_rewritten); else the
+		 * host queues again. */
+		if (!node_lease_gone(n)) {
+			log_info("the rollout slot queue lost this host's place: queueing again");
+			node_slot_lost(n);
+		}
 	} else if (l->moved) {
 		q->created = l->created;	/* it was there before the write: from there */
 	} else

@@ -163,6 +163,12 @@ void node_slot_lost(struct node *n)
 	node_queue_leave(n);
 }
 
+void node_slot_key_rewritten(struct node *n, int64_t revision)
+{
+	if (n->rollout.slot != SLOT_NONE && !n->rollout.marked)
+		node_queue_enter(n, revision);
+}
+
 /*
  * The slot is taken from the node's place in the queue, which may be newer
  * than its model: a release reaches it on the queue's stream, the canary or
