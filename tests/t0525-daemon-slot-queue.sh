@@ -5,7 +5,8 @@ test_description='orchestrated: the slot queue costs each node the same at any f
 # the key just ahead of its own, or, first in line, the queue's releases.  So
 # a rollout sends each node a few events whatever the fleet's size, where
 # following every holder sent each node two per host.  Each node counts the
-# events its streams delivered (orchestrate_watch_events_total).
+# events its streams delivered (orchestrate_watch_events_total), and the
+# reads of its place (orchestrate_slot_queue_reads_total).
 . "$(dirname "$0")/test-lib.sh"
 . "$TEST_DIRECTORY/lib-daemon.sh"
 
@@ -19,6 +20,13 @@ NODES="q01 q02 q03 q04 q05 q06 q07 q08 q09 q10 q11 q12"
 events () {
 	for n in $NODES; do
 		sed -n "s/^orchestrate_watch_events_total //p" $n/metrics.prom
+	done | awk '{ s += $1 } END { print s + 0 }'
+}
+
+# reads  — the sum of every node's orchestrate_slot_queue_reads_total.
+reads () {
+	for n in $NODES; do
+		sed -n "s/^orchestrate_slot_queue_reads_total //p" $n/metrics.prom
 	done | awk '{ s += $1 } END { print s + 0 }'
 }
 
@@ -55,19 +63,23 @@ test_expect_success 'setup: twelve nodes at v1, max_parallel 2' '
 test_expect_success 'a rollout: never more than 2 at once, a few events per node' '
 	: >"$TRASH/runs.log" &&
 	sleep 1 &&
-	e0=$(events) &&
+	e0=$(events) && r0=$(reads) &&
 	etcdctl_put /current_version v2 &&
 	wait_for "all_at v2" 60 &&
 	sleep 1 &&
-	e1=$(events) &&
-	echo "events in all: $(( e1 - e0 )), per node: $(( (e1 - e0) / 12 ))" >"$TRASH/events.txt" &&
+	e1=$(events) && r1=$(reads) &&
+	echo "events in all: $(( e1 - e0 )), per node: $(( (e1 - e0) / 12 ));" \
+		"reads of the queue: $(( r1 - r0 ))" >"$TRASH/events.txt" &&
 	test "$(grep -c config-start "$TRASH/runs.log")" = 12 &&
 	test "$(most_at_once "$TRASH/runs.log")" -le 2 &&
 	test -z "$(etcdctl_keys /rollout/holders/)" &&
 	# following every holder: at least a put and a delete of each of the
 	# 12 keys at each node, 24 per node; the queue: the trigger, the key
 	# ahead starting and leaving, the releases the first in line sees
-	test $(( e1 - e0 )) -lt $(( 12 * 8 ))
+	test $(( e1 - e0 )) -lt $(( 12 * 8 )) &&
+	# one read each, when it queues: the mark of the host just ahead says
+	# where it stood (a read again on each mark made 22)
+	test $(( r1 - r0 )) -le 15
 '
 test -f "$TRASH/events.txt" && sed "s/^/# /" "$TRASH/events.txt"
 

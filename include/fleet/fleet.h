@@ -356,9 +356,12 @@ int fleet_batch_service(struct fleet_batch *b, const char *service, const char *
 			const char *value, int64_t lease);
 int fleet_batch_unpublish(struct fleet_batch *b, const char *service, const char *host);
 /* The host's place in the slot queue (fleet_queue.h); holds: its run
- * started, which the next in the queue waits for. */
+ * started, which the next in the queue waits for, and place, when known (not
+ * NULL), where it stood then: the host behind takes its own count from it. */
+struct queue_place;
 int fleet_batch_holder(struct fleet_batch *b, const char *host, const char *version,
-		       const char *group, bool holds, int64_t lease);
+		       const char *group, bool holds, const struct queue_place *place,
+		       int64_t lease);
 int fleet_batch_release_holder(struct fleet_batch *b, const char *host);
 /*
  * Guards, for the fleet layer's own use (fleet_model_guard_start() builds the

@@ -13,14 +13,18 @@
  *    below the limit) and who is just ahead;
  *  - a node that is not next watches the key just ahead of it alone: that
  *    host taking its slot (the mark) or leaving is the only thing that can
- *    move the node to the front;
+ *    move the node to the front.  The mark carries where that host stood
+ *    (struct queue_place: exactly how many keys were ahead of it, at which
+ *    revision), so the node behind counts itself from there with no read:
+ *    one more than that, less the releases since;
  *  - the first waiting node (the one just ahead of it holds a slot) watches
  *    the queue's releases, with each key as it was, so it also sees a host
  *    that died holding a slot (for its failure record) and the rollout's
  *    progress (progress_deadline).
  *
  * So a slot freed reaches the one node it can start, a run started reaches
- * the one node behind it, and each node reads a handful of keys a time.
+ * the one node behind it, and each node reads the queue once, when it
+ * enters it.
  */
 #ifndef ORCHESTRATE_FLEET_QUEUE_H
 #define ORCHESTRATE_FLEET_QUEUE_H
@@ -32,6 +36,14 @@
 #include "fleet/fleet.h"
 #include "fleet/fleet_stream.h"
 
+/* Where a host stood in the queue: its key's create revision, and exactly
+ * how many keys created before it were in the queue at revision at. */
+struct queue_place {
+	int64_t created;
+	size_t ahead;
+	int64_t at;
+};
+
 /* What a look found; the caller's, alive while the look is in flight. */
 struct queue_look;
 typedef void (*fleet_queue_look_fn)(int error, struct queue_look *look, void *userdata);
@@ -42,6 +54,7 @@ struct queue_look {
 	size_t ahead;		/* keys created before it, at most the limit... */
 	bool exact;		/* ...and all of them (fewer than the limit) */
 	char *next;		/* the host just ahead; NULL: none */
+	int64_t next_created;	/* its key's create revision */
 	bool next_holds;	/* it took its slot */
 	/* The question, for the answer. */
 	int64_t asked_created;
@@ -70,6 +83,10 @@ int fleet_queue_look_start(struct fleet *f, const char *host, int64_t created, s
 int fleet_queue_stream_start(struct fleet *f, const char *next, int64_t from, uint64_t idle_ms,
 			     fleet_stream_fn on_events, fleet_stream_error_fn on_error,
 			     void *userdata, struct etcd_watch **ret);
+
+/* 1 and *ret when ev, on the stream over the key just ahead, is that host's
+ * mark carrying where it stood (fleet_batch_holder()'s place), else 0. */
+int fleet_queue_mark(const struct etcd_event *ev, struct queue_place *ret);
 
 /* A key of the queue deleted: whose, when, and what it held. */
 struct queue_release {

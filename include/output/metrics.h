@@ -36,6 +36,7 @@ struct metrics {
 	uint64_t etcd_reconnects;
 	uint64_t watch_events;
 	uint64_t lease_regrants;
+	uint64_t slot_queue_reads;
 	const char *const *states;	/* every state name, in order */
 	size_t n_states;
 	size_t state;			/* the index of the current one */

@@ -151,10 +151,11 @@ int fleet_batch_unpublish(struct fleet_batch *b, const char *service, const char
 }
 
 int fleet_batch_holder(struct fleet_batch *b, const char *host, const char *version,
-		       const char *group, bool holds, int64_t lease)
+		       const char *group, bool holds, const struct queue_place *place,
+		       int64_t lease)
 {
 	_cleanup_(freep) char *value = NULL;
-	int r = holder_value(host, version, group, holds, &value);
+	int r = holder_value(host, version, group, holds, place, &value);
 	if (r < 0)
 		return r;
 	return batch_put(b, key_rollout_holder(fleet_prefix(b->f), host), value, lease);

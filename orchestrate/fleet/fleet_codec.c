@@ -26,6 +26,7 @@
 #include "base/utf8.h"
 #include "etcd/etcd.h"
 #include "fleet/fleet.h"
+#include "fleet/fleet_queue.h"
 #include "fleet/fleet_rollout.h"
 #include "fleet/catalog.h"
 #include "fleet/schema.h"
@@ -375,12 +376,16 @@ int rollout_policy_encode(const struct rollout_policy *p, char **ret)
 }
 
 int holder_value(const char *host, const char *version, const char *group, bool holds,
-		 char **ret)
+		 const struct queue_place *place, char **ret)
 {
 	_cleanup_(cJSON_Deletep) cJSON *obj = cJSON_CreateObject();
+	cJSON *where;
 	int r;
 
 	if (!name_ok(host) || !optional_name_ok(version) || !optional_name_ok(group))
+		return -EINVAL;
+	if (place && (place->created <= 0 || place->at < place->created ||
+		      place->ahead > (size_t)JSON_COUNT_MAX || place->at > JSON_COUNT_MAX))
 		return -EINVAL;
 	if (!obj)
 		return -ENOMEM;
@@ -389,6 +394,13 @@ int holder_value(const char *host, const char *version, const char *group, bool 
 		return r;
 	if (holds && !cJSON_AddTrueToObject(obj, "holding"))
 		return -ENOMEM;
+	if (holds && place) {
+		if (!(where = cJSON_AddObjectToObject(obj, "place")) ||
+		    (r = json_add_int64(where, "created", place->created)) < 0 ||
+		    (r = json_add_int64(where, "ahead", (int64_t)place->ahead)) < 0 ||
+		    (r = json_add_int64(where, "at", place->at)) < 0)
+			return r < 0 ? r : -ENOMEM;
+	}
 	return json_print(obj, ret);
 }
 
@@ -396,6 +408,29 @@ bool holder_holds(const struct etcd_kv *kv)
 {
 	_cleanup_(cJSON_Deletep) cJSON *obj = kv_json_object(kv);
 	return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(obj, "holding"));
+}
+
+int holder_place(const struct etcd_kv *kv, struct queue_place *ret)
+{
+	_cleanup_(cJSON_Deletep) cJSON *obj = kv_json_object(kv);
+	const cJSON *where = cJSON_GetObjectItemCaseSensitive(obj, "place");
+	const cJSON *created = cJSON_GetObjectItemCaseSensitive(where, "created");
+	const cJSON *ahead = cJSON_GetObjectItemCaseSensitive(where, "ahead");
+	const cJSON *at = cJSON_GetObjectItemCaseSensitive(where, "at");
+
+	if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(obj, "holding")) ||
+	    !json_whole(created, 1, JSON_COUNT_MAX) || !json_whole(ahead, 0, JSON_COUNT_MAX) ||
+	    !json_whole(at, 1, JSON_COUNT_MAX))
+		return 0;
+	*ret = (struct queue_place){ .created = (int64_t)created->valuedouble,
+				     .ahead = (size_t)ahead->valuedouble,
+				     .at = (int64_t)at->valuedouble };
+	/* A count for this very key, taken after it was created and before
+	 * the mark that carries it; anything else counts for nothing. */
+	if (ret->created != kv->create_revision || ret->at < ret->created ||
+	    (kv->mod_revision > 0 && ret->at >= kv->mod_revision))
+		return 0;
+	return 1;
 }
 
 int fleet_service_value(const char *service, const char *host,

@@ -97,11 +97,17 @@ int alive_value(const char *version, long pid, char **ret);
 int service_value(const char *service, const char *host,
 		  const struct catalog_entry *addresses, size_t n_addresses, bool healthy,
 		  char **ret);
-/* rollout/holders/HOST's value: {"version","group"}. */
-/* A holder key's value; holds: its run started (the queue's mark). */
+/* rollout/holders/HOST's value, {"version","group"}; holds: its run started
+ * (the queue's mark, "holding"), and place, when not NULL, where it stood
+ * then ({"place":{"created","ahead","at"}}, fleet_queue.h). */
+struct queue_place;
 int holder_value(const char *host, const char *version, const char *group, bool holds,
-		 char **ret);
+		 const struct queue_place *place, char **ret);
 bool holder_holds(const struct etcd_kv *kv);
+/* 1 and *ret when kv is a mark that carries a place counted for this very
+ * key (created at its create revision, counted before its mod revision),
+ * else 0. */
+int holder_place(const struct etcd_kv *kv, struct queue_place *ret);
 
 /* --- fleet.c: the operations ----------------------------------------------------- */
 

@@ -59,6 +59,7 @@ static void look_on_read(int error, struct etcd_kv_list *lists, size_t n, int64_
 		if (lists[0].n > 0) {
 			const struct etcd_kv *next = &lists[0].kvs[0];	/* the newest first */
 			l->next = holder_host(next);
+			l->next_created = next->create_revision;
 			l->next_holds = holder_holds(next);
 			if (!l->next)
 				r = -EPROTO;	/* not a holder's key: nothing to follow */
@@ -113,6 +114,13 @@ int fleet_queue_stream_start(struct fleet *f, const char *next, int64_t from, ui
 	}
 	return etcd_watch_start_ranges(f->etcd, &range, 1, idle_ms, on_events, on_error, userdata,
 				       ret);
+}
+
+int fleet_queue_mark(const struct etcd_event *ev, struct queue_place *ret)
+{
+	if (ev->type != ETCD_EVENT_PUT)
+		return 0;
+	return holder_place(&ev->kv, ret);
 }
 
 void queue_release_release(struct queue_release *r)

@@ -237,6 +237,7 @@ static void node_write_metrics(struct node *n)
 		.etcd_reconnects = fleet_client_reconnects(&n->fleet),
 		.watch_events = fleet_client_events(&n->fleet),
 		.lease_regrants = n->lease.regrants,
+		.slot_queue_reads = n->queue.reads,
 		.states = node_state_names,
 		.n_states = _NODE_STATE_MAX,
 		.state = (size_t)n->state,

@@ -140,10 +140,21 @@ struct node_queue {
 	struct etcd_call *read;		/* the look in flight */
 	bool known;			/* look answers for created, and nothing moved since */
 	int64_t moved;			/* the newest event that may have moved us */
+	/* look.ahead counts the keys created below counts_below (our own key's
+	 * create revision, or, taken from the mark of the host just ahead, the
+	 * keys up to its key's), exactly at counted_at, the newest release the
+	 * stream gave; it is the place a mark may carry from exact_from on
+	 * (fleet_queue.h).  Releases up to replayed_to were another's to see:
+	 * counted, not checked for a dead holder. */
+	int64_t counts_below;
+	int64_t counted_at;
+	int64_t exact_from;
+	int64_t replayed_to;
 	struct etcd_watch *stream;	/* the key just ahead, or every release */
 	char *following;		/* whose key it follows; NULL: the releases */
 	bool stream_failed;		/* started again after the next look */
 	uint64_t releases;		/* releases seen while first (progress_deadline) */
+	uint64_t reads;			/* looks sent (the metrics) */
 	/* Holders that were running when their key went (the first waiter's
 	 * dead-holder checks): host, and the deletion's revision. */
 	struct rollout_holder *released;
@@ -525,6 +536,9 @@ int node_queue_place(struct node *n, size_t limit, size_t *ret_ahead);
 /* Waiting: follows what can end the wait (the key just ahead, or, first
  * in line, the releases), from the last look on. */
 void node_queue_follow(struct node *n);
+/* Where the node stands, exact, for the mark in its start to carry to the
+ * host behind it: true and *ret, or false when it knows no exact count. */
+bool node_queue_counted(const struct node *n, struct queue_place *ret);
 /* It took its slot: it follows nothing more (the mark is in its start). */
 void node_queue_hold(struct node *n);
 /* First in line: it watches the releases (dead holders, the deadline). */

@@ -142,7 +142,7 @@ static int node_batch_leased_keys(struct node *n, struct fleet_batch *b)
 		return r;
 	if (n->rollout.slot != SLOT_NONE &&
 	    (r = fleet_batch_holder(b, n->host, n->run.version ? n->run.version : n->sync.model.desired,
-				    cfg->group, node_slot_held(n), n->lease.id)) < 0)
+				    cfg->group, node_slot_held(n), NULL, n->lease.id)) < 0)
 		return r;
 	return 0;
 }

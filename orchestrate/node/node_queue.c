@@ -41,12 +41,49 @@ static void node_queue_moved(struct node *n, int64_t revision)
 	node_schedule_evaluate(n);
 }
 
+/*
+ * The host just ahead marked its key with where it stood: exactly p->ahead
+ * keys created before it, at revision p->at.  Then this node has that many
+ * ahead, and that host: one more, with no read.  Keys created between the
+ * two were gone by the look that found that host just ahead, so they are
+ * left out of the count and of its releases (counts_below); those created
+ * before it can only go, and the releases stream from p->at on counts them
+ * down.  The count is this node's own to pass on once the stream has passed
+ * its look too (exact_from).  False when the look is not the one that
+ * followed that key, or something else moved since: look again.
+ */
+static bool node_queue_count_from(struct node *n, const struct queue_place *p, int64_t marked)
+{
+	struct node_queue *q = &n->queue;
+	struct queue_look *l = &q->look;
+
+	if (!q->known || q->read || q->moved > l->revision || !l->next || l->next_holds ||
+	    p->created != l->next_created)
+		return false;
+	q->exact_from = p->at > l->revision ? p->at : l->revision;
+	q->counts_below = p->created + 1;
+	q->counted_at = p->at;
+	q->replayed_to = marked;
+	q->moved = 0;
+	l->revision = p->at;	/* the releases stream from there */
+	l->ahead = p->ahead + 1;
+	l->exact = true;
+	l->next_holds = true;
+	return true;
+}
+
 /* The key just ahead changed: it started its run, or it is gone. */
 static int node_on_next_events(const struct etcd_event *ev, size_t count, int64_t revision,
 			       void *userdata)
 {
-	if (count > 0)
-		node_queue_moved(userdata, revision);
+	struct node *n = userdata;
+	struct queue_place p;
+
+	if (count == 1 && fleet_queue_mark(&ev[0], &p) > 0 &&
+	    node_queue_count_from(n, &p, ev[0].kv.mod_revision))
+		node_schedule_evaluate(n);	/* a slot may be ours now */
+	else if (count > 0)
+		node_queue_moved(n, revision);
 	return 0;
 }
 
@@ -66,14 +103,18 @@ static int node_on_release_events(const struct etcd_event *ev, size_t count, int
 			look_again = true;	/* etcd left out the key as it was */
 		if (r <= 0)
 			continue;
-		q->releases++;
-		if (rel.created >= q->created)
+		bool replayed = rel.revision <= q->replayed_to;
+		if (!replayed)
+			q->releases++;
+		if (q->known && rel.revision > q->counted_at)
+			q->counted_at = rel.revision;	/* the count holds there too */
+		if (rel.created >= q->counts_below)
 			continue;	/* one behind us moves nothing */
 		if (q->known && q->look.exact && q->look.ahead > 0 && rel.revision > q->look.revision)
 			q->look.ahead--;	/* counted down: no look needed */
 		else if (!q->known || rel.revision > q->look.revision)
 			look_again = true;
-		if (!rel.held)
+		if (!rel.held || replayed)
 			continue;
 		struct rollout_holder *v = realloc(q->released, (q->n_released + 1) * sizeof(*v));
 		if (!v)
@@ -130,8 +171,12 @@ static void node_on_look(int error, struct queue_look *l, void *userdata)
 		}
 	} else if (l->moved) {
 		q->created = l->created;	/* it was there before the write: from there */
-	} else
+	} else {
 		q->known = true;
+		q->counts_below = q->created;
+		q->counted_at = q->exact_from = l->revision;
+		q->replayed_to = 0;
+	}
 	node_schedule_evaluate(n);
 }
 
@@ -176,7 +221,10 @@ int node_queue_place(struct node *n, size_t limit, size_t *ret_ahead)
 		return 0;
 	r = fleet_queue_look_start(&n->fleet, n->host, q->created, limit, node_etcd_patience(n),
 				   &q->look, node_on_look, n, &q->read);
-	return r < 0 ? r : 0;
+	if (r < 0)
+		return r;
+	q->reads++;
+	return 0;
 }
 
 void node_queue_follow(struct node *n)
@@ -202,6 +250,17 @@ void node_queue_follow(struct node *n)
 		q->known = false;
 		node_retry_later(n);
 	}
+}
+
+bool node_queue_counted(const struct node *n, struct queue_place *ret)
+{
+	const struct node_queue *q = &n->queue;
+
+	if (!q->known || !q->look.exact || q->created <= 0 || q->counted_at < q->exact_from)
+		return false;
+	*ret = (struct queue_place){ .created = q->created, .ahead = q->look.ahead,
+				     .at = q->counted_at };
+	return true;
 }
 
 void node_queue_hold(struct node *n)

@@ -196,12 +196,16 @@ static void node_slot_untake(struct node *n)
 	n->rollout.slot = SLOT_QUEUED;
 }
 
+/* The mark carries where the node stood, when it knows it exactly: the host
+ * behind counts itself from there, with no read (fleet_queue.h). */
 int node_slot_batch_mark(struct node *n, struct fleet_batch *b)
 {
+	struct queue_place place;
+
 	if (!node_slot_held(n) || n->lease.id == 0)
 		return 0;
 	return fleet_batch_holder(b, n->host, n->sync.model.desired, n->opt.config->group, true,
-				  n->lease.id);
+				  node_queue_counted(n, &place) ? &place : NULL, n->lease.id);
 }
 
 /* The release's own write ended (node_drop_holder). */
@@ -366,7 +370,7 @@ static int node_queue(struct node *n)
 		return -ENOMEM;
 	if ((r = fleet_batch_new(&n->fleet, &b)) < 0 ||
 	    (r = fleet_batch_holder(b, n->host, n->sync.model.desired, n->opt.config->group,
-				    false, n->lease.id)) < 0 ||
+				    false, NULL, n->lease.id)) < 0 ||
 	    (say && (r = fleet_batch_status_extra(b, n->host, STATUS_PUPPET, STATE_PENDING,
 						  n->sync.model.desired, -1, detail, &x)) < 0)) {
 		fleet_batch_free(b);

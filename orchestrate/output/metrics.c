@@ -104,6 +104,10 @@ int metrics_render(const struct metrics *m, struct buf *out)
 			"Times the node's lease was lost and granted again.")) < 0 ||
 	    (r = buf_printf(out, "orchestrate_lease_regrants_total %llu\n",
 			    (unsigned long long)m->lease_regrants)) < 0 ||
+	    (r = metrics_family(out, "orchestrate_slot_queue_reads_total", "counter",
+			"Reads of the node's place in a rollout's slot queue.")) < 0 ||
+	    (r = buf_printf(out, "orchestrate_slot_queue_reads_total %llu\n",
+			    (unsigned long long)m->slot_queue_reads)) < 0 ||
 	    (r = metrics_family(out, "orchestrate_state", "gauge",
 			"The node's state: 1 for the current one, 0 for the others.")) < 0)
 		return r;
