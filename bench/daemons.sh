@@ -8,7 +8,7 @@
 #   CONSUMES=db bench/daemons.sh       ...and renders only `db` (node.consumes)
 #   POLICY='{"max_parallel":50,"max_fail_percent":10}' bench/daemons.sh
 #                                      the triggers run under that rollout policy
-#   KEEP_LOGS=DIR bench/daemons.sh    keeps the daemons' logs in DIR
+#   KEEP_LOGS=DIR bench/daemons.sh    keeps the daemons' logs (and etcd's) in DIR
 #   LEASE_TTL=60 bench/daemons.sh      the daemons' timing.lease_ttl (default 30)
 #   ETCD_ARGS='--enable-pprof' ...     extra flags for etcd
 #   ETCD_CPU=10 bench/daemons.sh       etcd held to 10 % of one core during the
@@ -278,6 +278,8 @@ paste "$work/logs0" "$work/logs1" | awk -v n="$daemons" '{
 if [ -n "$keep_logs" ]; then
 	mkdir -p "$keep_logs"
 	for d in "$work"/n*/; do cp "$d/log" "$keep_logs/$(basename "$d").log"; done
+	# etcd's own (ETCD_ARGS='--log-level warn' says why a lease went)
+	cp "$work/etcd.log" "$keep_logs/etcd.log" 2>/dev/null || true
 fi
 sleep 1	# the benchmark's own watch streams close
 rss1=$(etcd_rss_kib "${ETCD_PIDS[@]}")
