@@ -8,9 +8,13 @@
  * holder reaching every node, each waiting node follows only what decides
  * its turn (etcd's lock recipe, counted):
  *
- *  - a look reads the few keys just ahead of the node's own (newest first,
- *    at most a limit) and the node's own key: how many are ahead (exact
- *    below the limit) and who is just ahead;
+ *  - a look reads who is just ahead of the node's key and the key itself,
+ *    and counts the keys ahead: how many the queue held at the revision
+ *    before the node's key was created (all of them were created before
+ *    it), which etcd counts from its index without reading a key, and
+ *    which the releases since count down; when that revision was compacted,
+ *    it reads the few keys just ahead instead (newest first, at most a
+ *    limit: exact below it);
  *  - a node that is not next watches the key just ahead of it alone: that
  *    host taking its slot (the mark) or leaving is the only thing that can
  *    move the node to the front.  The mark carries where that host stood
@@ -52,7 +56,8 @@ struct queue_look {
 	int64_t created;	/* the node's key's create revision; 0: no key */
 	bool moved;		/* its key was created elsewhen than asked: look again */
 	size_t ahead;		/* keys created before it, at most the limit... */
-	bool exact;		/* ...and all of them (fewer than the limit) */
+	bool exact;		/* ...and all of them (fewer than the limit, or counted) */
+	int64_t counted_at;	/* ahead held at this revision; releases since count */
 	char *next;		/* the host just ahead; NULL: none */
 	int64_t next_created;	/* its key's create revision */
 	bool next_holds;	/* it took its slot */
@@ -65,11 +70,14 @@ struct queue_look {
 void queue_look_release(struct queue_look *l);
 
 /*
- * Looks at the queue from host's key, created at revision created: the keys
- * created before it, at most limit (> 0), and the key itself, into *l (the
- * caller's, reset here, alive until fn runs).  fn runs from the loop with 0
- * and *l filled, or an error; *ret is the read in flight, for
- * fleet_call_cancel(), until then.
+ * Looks at the queue from host's key, created at revision created: who is
+ * just ahead of it, the key itself, and how many keys are ahead: with limit
+ * 0, counted at the revision before the key was created (exact; -ESTALE
+ * when that revision was compacted), else the keys created before it read
+ * at the newest revision, at most limit.  Into *l (the caller's, reset
+ * here, alive until fn runs).  fn runs from the loop with 0 and *l filled,
+ * or an error; *ret is the read in flight, for fleet_call_cancel(), until
+ * then.
  */
 int fleet_queue_look_start(struct fleet *f, const char *host, int64_t created, size_t limit,
 			   long patience_ms, struct queue_look *l, fleet_queue_look_fn fn,

@@ -468,6 +468,7 @@ struct snapshot_range {
 	unsigned flags;			/* ETCD_KEYS_ONLY, ETCD_COUNT_ONLY, ... */
 	long limit;			/* ETCD_NEWEST_FIRST's */
 	int64_t max_create_revision;
+	int64_t at;			/* a count's own revision; 0: the snapshot's */
 	bool more;			/* etcd holds keys past the last page read */
 };
 
@@ -524,7 +525,9 @@ static int snapshot_decode_txn(struct etcd_call *call, const cJSON *reply)
 		struct etcd_kv_list *l = &s->lists[i++];
 		if (!cJSON_IsObject(range) || etcd_decode_range(range, l, &sr->more) < 0)
 			return snapshot_malformed(call);
-		l->revision = s->revision;
+		l->revision = sr->at ? sr->at : s->revision;
+		if (sr->at > s->revision)
+			return snapshot_malformed(call);
 		if (sr->flags & ETCD_NEWEST_FIRST) {
 			/* The newest limit keys are all it asked for: no page
 			 * follows, and they must be at most limit. */
@@ -613,6 +616,11 @@ static int snapshot_new(const struct etcd_range *ranges, size_t n, struct etcd_s
 		sr->flags = ranges[i].flags;
 		sr->limit = ranges[i].limit;
 		sr->max_create_revision = ranges[i].max_create_revision;
+		sr->at = ranges[i].revision;
+		if (sr->at < 0 || (sr->at > 0 && !(sr->flags & ETCD_COUNT_ONLY))) {
+			snapshot_free(s);
+			return -EINVAL;	/* a count never pages: only it may */
+		}
 		if ((sr->flags & ETCD_NEWEST_FIRST) &&
 		    (sr->limit <= 0 || sr->max_create_revision <= 0 ||
 		     (sr->flags & ETCD_COUNT_ONLY))) {
@@ -646,7 +654,7 @@ static int snapshot_body(const struct etcd_snapshot *s, char **ret)
 		const struct snapshot_range *sr = &s->ranges[i];
 		cJSON *op = cJSON_CreateObject();
 		cJSON *req = etcd_range_request(sr->key, sr->key_len, sr->end, sr->end_len,
-						sr->flags, 0, s->at);
+						sr->flags, 0, sr->at ? sr->at : s->at);
 		if (req && (sr->flags & ETCD_NEWEST_FIRST) &&
 		    etcd_range_newest_first(req, sr->limit, sr->max_create_revision) < 0) {
 			cJSON_Delete(req);

@@ -384,7 +384,7 @@ int holder_value(const char *host, const char *version, const char *group, bool 
 
 	if (!name_ok(host) || !optional_name_ok(version) || !optional_name_ok(group))
 		return -EINVAL;
-	if (place && (place->created <= 0 || place->at < place->created ||
+	if (place && (place->created <= 1 || place->at < place->created - 1 ||
 		      place->ahead > (size_t)JSON_COUNT_MAX || place->at > JSON_COUNT_MAX))
 		return -EINVAL;
 	if (!obj)
@@ -425,9 +425,10 @@ int holder_place(const struct etcd_kv *kv, struct queue_place *ret)
 	*ret = (struct queue_place){ .created = (int64_t)created->valuedouble,
 				     .ahead = (size_t)ahead->valuedouble,
 				     .at = (int64_t)at->valuedouble };
-	/* A count for this very key, taken after it was created and before
-	 * the mark that carries it; anything else counts for nothing. */
-	if (ret->created != kv->create_revision || ret->at < ret->created ||
+	/* A count for this very key, taken once it was about to be created
+	 * (the revision before it, at the earliest) and before the mark that
+	 * carries it; anything else counts for nothing. */
+	if (ret->created != kv->create_revision || ret->at < ret->created - 1 ||
 	    (kv->mod_revision > 0 && ret->at >= kv->mod_revision))
 		return 0;
 	return 1;

@@ -46,7 +46,7 @@ static void look_on_read(int error, struct etcd_kv_list *lists, size_t n, int64_
 	struct queue_look *l = userdata;
 	int r = error;
 
-	if (r >= 0 && n != 2)
+	if (r >= 0 && n != (l->limit ? 2u : 3u))
 		r = -EPROTO;
 	if (r >= 0) {
 		l->revision = revision;
@@ -54,9 +54,18 @@ static void look_on_read(int error, struct etcd_kv_list *lists, size_t n, int64_
 			l->created = lists[1].kvs[0].create_revision;
 			l->moved = l->created != l->asked_created;
 		}
-		l->ahead = lists[0].n;
-		l->exact = lists[0].n < l->limit;
-		if (lists[0].n > 0) {
+		if (l->limit) {
+			l->ahead = lists[0].n;
+			l->exact = lists[0].n < l->limit;
+			l->counted_at = revision;
+		} else if (lists[2].count < 0 || lists[2].count > INT_MAX) {
+			r = -EPROTO;
+		} else {
+			l->ahead = (size_t)lists[2].count;
+			l->exact = true;
+			l->counted_at = lists[2].revision;
+		}
+		if (r >= 0 && lists[0].n > 0) {
 			const struct etcd_kv *next = &lists[0].kvs[0];	/* the newest first */
 			l->next = holder_host(next);
 			l->next_created = next->create_revision;
@@ -76,7 +85,7 @@ int fleet_queue_look_start(struct fleet *f, const char *host, int64_t created, s
 	_cleanup_(freep) char *own = schema_name_valid(host)
 					     ? key_rollout_holder(fleet_prefix(f), host) : NULL;
 
-	if (created <= 1 || limit == 0 || limit > LONG_MAX || !schema_name_valid(host))
+	if (created <= 1 || limit > LONG_MAX || !schema_name_valid(host))
 		return -EINVAL;
 	if (!dir || !own)
 		return -ENOMEM;
@@ -84,17 +93,22 @@ int fleet_queue_look_start(struct fleet *f, const char *host, int64_t created, s
 	 * apply queue (a trigger's burst of queue writes fills it).  A look is
 	 * exact at its own revision whatever its age, since the stream that
 	 * follows resumes from there; one older than the node's own key is
-	 * asked again by the caller (queue_look.revision). */
+	 * asked again by the caller (queue_look.revision).  etcd 3.4 answers
+	 * the newest-first range by reading and sorting the whole queue, so
+	 * it asks for one key when it can: the count that says how many, at
+	 * the revision before the node's key, comes from etcd's index. */
 	const struct etcd_range ranges[] = {
 		{ .key = dir, .prefix = true, .flags = ETCD_NEWEST_FIRST | ETCD_SERIALIZABLE,
-		  .limit = (long)limit, .max_create_revision = created - 1 },
+		  .limit = limit ? (long)limit : 1, .max_create_revision = created - 1 },
 		{ .key = own, .flags = ETCD_SERIALIZABLE },
+		{ .key = dir, .prefix = true, .flags = ETCD_COUNT_ONLY | ETCD_SERIALIZABLE,
+		  .revision = created - 1 },
 	};
 	queue_look_release(l);
 	*l = (struct queue_look){ .asked_created = created, .limit = limit, .fn = fn,
 				  .userdata = userdata };
-	return etcd_snapshot_start(f->etcd, ranges, ELEMENTSOF(ranges), 0, patience_ms,
-				   look_on_read, l, ret);
+	return etcd_snapshot_start(f->etcd, ranges, limit ? 2 : 3, 0, patience_ms, look_on_read,
+				   l, ret);
 }
 
 int fleet_queue_stream_start(struct fleet *f, const char *next, int64_t from, uint64_t idle_ms,

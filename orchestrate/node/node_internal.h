@@ -153,6 +153,7 @@ struct node_queue {
 	struct etcd_watch *stream;	/* the key just ahead, or every release */
 	char *following;		/* whose key it follows; NULL: the releases */
 	bool stream_failed;		/* started again after the next look */
+	bool count_compacted;		/* the count before its key is gone: read ahead */
 	uint64_t releases;		/* releases seen while first (progress_deadline) */
 	uint64_t reads;			/* looks sent (the metrics) */
 	/* Holders that were running when their key went (the first waiter's

@@ -2,16 +2,17 @@
  * node_queue.c — the node's place in the slot queue of a rollout policy,
  * followed at a cost that does not grow with the fleet (fleet_queue.h).
  *
- * Once its key is in the queue the node looks at the few keys just ahead
- * of it: how many (exact up to the limit the decision needs) and who is
- * just ahead.  While it waits it follows only what can move it: the key
- * just ahead (that host starting its run, or leaving), or, when that host
- * already runs, the queue's releases, since then any freed slot may be its
- * own.  Each such event makes the next decision look again; a look in
+ * Once its key is in the queue the node looks once: who is just ahead of
+ * it, and how many keys the queue held at the revision before its key (all
+ * created before it: etcd counts them from its index).  While it waits it
+ * follows only what can move it: the key just ahead (that host starting its
+ * run, or leaving), or, when that host already runs, the queue's releases
+ * from the revision its count holds at, since then any freed slot may be
+ * its own, and each release of a key ahead counts it down.  The mark of the
+ * host just ahead carries where that host stood, and the node counts itself
+ * from there: one more.  So it looks again only when the host just ahead
+ * leaves unmarked, marks without a place, or its stream is lost; a look in
  * flight is one request, and the decision waits for it (node_take_slot).
- * The first in line needs no look for a release: its look counted exactly
- * who was ahead, only those can go, and the release says whose key it was
- * and when it was created, so it counts them down.
  *
  * The first in line also sees every holder that went while running: those
  * are handed to the dead-holder checks of node_rollout.c.
@@ -62,10 +63,9 @@ static bool node_queue_count_from(struct node *n, const struct queue_place *p, i
 		return false;
 	q->exact_from = p->at > l->revision ? p->at : l->revision;
 	q->counts_below = p->created + 1;
-	q->counted_at = p->at;
+	q->counted_at = p->at;	/* the releases stream from there */
 	q->replayed_to = marked;
 	q->moved = 0;
-	l->revision = p->at;	/* the releases stream from there */
 	l->ahead = p->ahead + 1;
 	l->exact = true;
 	l->next_holds = true;
@@ -106,13 +106,16 @@ static int node_on_release_events(const struct etcd_event *ev, size_t count, int
 		bool replayed = rel.revision <= q->replayed_to;
 		if (!replayed)
 			q->releases++;
-		if (q->known && rel.revision > q->counted_at)
+		if (q->known) {
+			if (rel.revision <= q->counted_at)
+				continue;	/* in the count already */
 			q->counted_at = rel.revision;	/* the count holds there too */
+		}
 		if (rel.created >= q->counts_below)
 			continue;	/* one behind us moves nothing */
-		if (q->known && q->look.exact && q->look.ahead > 0 && rel.revision > q->look.revision)
+		if (q->known && q->look.exact && q->look.ahead > 0)
 			q->look.ahead--;	/* counted down: no look needed */
-		else if (!q->known || rel.revision > q->look.revision)
+		else
 			look_again = true;
 		if (!rel.held || replayed)
 			continue;
@@ -147,6 +150,15 @@ static void node_on_look(int error, struct queue_look *l, void *userdata)
 	struct node_queue *q = &n->queue;
 
 	q->read = NULL;
+	if (error == -ESTALE && l->limit == 0) {
+		/* The revision before its key was compacted (a long wait):
+		 * the keys just ahead are read instead, at most a limit. */
+		log_info("the slot queue as it was before this host queued is compacted: "
+			 "reading the keys ahead instead");
+		q->count_compacted = true;
+		node_schedule_evaluate(n);
+		return;
+	}
 	if (error < 0) {
 		log_warnx("cannot look at the slot queue: %s, will retry", node_etcd_error(n));
 		node_retry_later(n);
@@ -172,10 +184,12 @@ static void node_on_look(int error, struct queue_look *l, void *userdata)
 	} else if (l->moved) {
 		q->created = l->created;	/* it was there before the write: from there */
 	} else {
+		/* Counted before its key: the releases since stream from
+		 * there; those up to the look were another's to watch. */
 		q->known = true;
 		q->counts_below = q->created;
-		q->counted_at = q->exact_from = l->revision;
-		q->replayed_to = 0;
+		q->counted_at = q->exact_from = l->counted_at;
+		q->replayed_to = l->revision;
 	}
 	node_schedule_evaluate(n);
 }
@@ -190,6 +204,7 @@ void node_queue_enter(struct node *n, int64_t created)
 	q->created = created;
 	q->known = false;
 	q->moved = 0;
+	q->count_compacted = false;
 }
 
 void node_queue_leave(struct node *n)
@@ -219,8 +234,8 @@ int node_queue_place(struct node *n, size_t limit, size_t *ret_ahead)
 	}
 	if (q->read)
 		return 0;
-	r = fleet_queue_look_start(&n->fleet, n->host, q->created, limit, node_etcd_patience(n),
-				   &q->look, node_on_look, n, &q->read);
+	r = fleet_queue_look_start(&n->fleet, n->host, q->created, q->count_compacted ? limit : 0,
+				   node_etcd_patience(n), &q->look, node_on_look, n, &q->read);
 	if (r < 0)
 		return r;
 	q->reads++;
@@ -241,7 +256,10 @@ void node_queue_follow(struct node *n)
 	node_queue_stop_stream(n);
 	if (next && !(q->following = strdup(next)))
 		return;
-	r = fleet_queue_stream_start(&n->fleet, next, l->revision + 1, node_watch_idle_ms(n),
+	/* The key just ahead from the look on; the releases from the
+	 * revision the count holds at. */
+	r = fleet_queue_stream_start(&n->fleet, next, (next ? l->revision : q->counted_at) + 1,
+				     node_watch_idle_ms(n),
 				     next ? node_on_next_events : node_on_release_events,
 				     node_on_queue_error, n, &q->stream);
 	if (r < 0) {

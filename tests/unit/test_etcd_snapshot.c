@@ -287,6 +287,32 @@ int main(void)
 			{ .key = "q/", .prefix = true, .flags = ETCD_NEWEST_FIRST } };
 		is_int(etcd_snapshot_start(c, bad, 1, 0, 10000, on_snapshot, &lk, &call), -EINVAL,
 		       "newest-first without a limit is refused before any request");
+
+		/* How many keys were ahead of q/d when it was created: a count
+		 * at the revision before it, whatever went since. */
+		ok(etcd_delete(c, "q/a") >= 0, "q/a leaves the queue");
+		const struct etcd_range then[] = {
+			{ .key = "q/", .prefix = true, .flags = ETCD_COUNT_ONLY,
+			  .revision = created[3] - 1 },
+			{ .key = "q/", .prefix = true, .flags = ETCD_COUNT_ONLY },
+			{ .key = "q/", .prefix = true, .flags = ETCD_COUNT_ONLY,
+			  .revision = created[1] },
+		};
+		struct result th = { 0 };
+		r = etcd_snapshot_start(c, then, 3, 0, 10000, on_snapshot, &th, &call);
+		r = r < 0 ? r : drive(e, &th);
+		ok(r == 0 && th.error == 0 && th.n == 3, "counts at earlier revisions read (%d)",
+		   th.error);
+		is_int(th.lists[0].count, 3, "three keys were ahead of q/d when it came");
+		ok(th.lists[0].revision == created[3] - 1, "counted at the revision asked");
+		is_int(th.lists[1].count, 3, "three are there now (q/a gone, q/d in)");
+		is_int(th.lists[2].count, 2, "two when q/b came");
+		for (size_t i = 0; i < 3; i++)
+			etcd_kv_list_release(&th.lists[i]);
+		const struct etcd_range old_keys[] = {
+			{ .key = "q/", .prefix = true, .revision = created[1] } };
+		is_int(etcd_snapshot_start(c, old_keys, 1, 0, 10000, on_snapshot, &th, &call),
+		       -EINVAL, "only a count has a revision of its own");
 	}
 
 	/* The first waiter's stream: deletions only, each with the key as it

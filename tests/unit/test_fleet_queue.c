@@ -68,7 +68,7 @@ static void test_mark(void)
 		"{\"holding\":true,\"place\":{\"created\":40,\"ahead\":2.5,\"at\":57}}",
 		"{\"holding\":true,\"place\":{\"created\":40,\"ahead\":\"3\",\"at\":57}}",
 		"{\"holding\":true,\"place\":{\"created\":40,\"ahead\":1e300,\"at\":57}}",
-		"{\"holding\":true,\"place\":{\"created\":40,\"ahead\":3,\"at\":30}}",
+		"{\"holding\":true,\"place\":{\"created\":40,\"ahead\":3,\"at\":38}}",
 		"{\"holding\":true,\"place\":{\"created\":40,\"ahead\":3}}",
 		"{\"holding\":true,\"place\":[40,3,57]}",
 		"{\"holding\":\"yes\",\"place\":{\"created\":40,\"ahead\":3,\"at\":57}}",
@@ -80,9 +80,15 @@ static void test_mark(void)
 	}
 
 	_cleanup_(freep) char *bad = NULL;
-	struct queue_place backwards = { .created = 40, .ahead = 3, .at = 39 };
+	struct queue_place backwards = { .created = 40, .ahead = 3, .at = 38 };
 	is_int(holder_value("web1", "v2", NULL, true, &backwards, &bad), -EINVAL,
-	       "a place counted before its key existed is refused");
+	       "a place counted before the revision its key came after is refused");
+	_cleanup_(freep) char *before = NULL;
+	struct queue_place just_before = { .created = 40, .ahead = 3, .at = 39 };
+	ok(holder_value("web1", "v2", NULL, true, &just_before, &before) == 0,
+	   "a place counted at the revision just before its key is one");
+	e = event(ETCD_EVENT_PUT, key, before, 40, 60);
+	is_int(fleet_queue_mark(&e, &got), 1, "and is read back");
 	ok(bad == NULL, "and nothing is written");
 }
 
