@@ -63,7 +63,7 @@ static bool node_queue_count_from(struct node *n, const struct queue_place *p, i
 		return false;
 	q->exact_from = p->at > l->revision ? p->at : l->revision;
 	q->counts_below = p->created + 1;
-	q->counted_at = p->at;	/* the releases stream from there */
+	q->count_basis = q->counted_at = p->at;	/* the releases stream from there */
 	q->replayed_to = marked;
 	q->moved = 0;
 	l->ahead = p->ahead + 1;
@@ -106,14 +106,15 @@ static int node_on_release_events(const struct etcd_event *ev, size_t count, int
 		bool replayed = rel.revision <= q->replayed_to;
 		if (!replayed)
 			q->releases++;
-		if (q->known) {
-			if (rel.revision <= q->counted_at)
-				continue;	/* in the count already */
+		if (rel.revision > q->seen)
+			q->seen = rel.revision;
+		if (q->known && rel.revision > q->counted_at)
 			q->counted_at = rel.revision;	/* the count holds there too */
-		}
 		if (rel.created >= q->counts_below)
 			continue;	/* one behind us moves nothing */
-		if (q->known && q->look.exact && q->look.ahead > 0)
+		if (q->known && rel.revision <= q->count_basis)
+			;		/* in the count already */
+		else if (q->known && q->look.exact && q->look.ahead > 0)
 			q->look.ahead--;	/* counted down: no look needed */
 		else
 			look_again = true;
@@ -185,11 +186,17 @@ static void node_on_look(int error, struct queue_look *l, void *userdata)
 		q->created = l->created;	/* it was there before the write: from there */
 	} else {
 		/* Counted before its key: the releases since stream from
-		 * there; those up to the look were another's to watch. */
+		 * there, on a stream started anew (one still open from an
+		 * earlier count is past some of them).  Those up to the look
+		 * were another's to watch, or, first in line already, those
+		 * its stream gave. */
+		bool first = q->stream && !q->following;
 		q->known = true;
 		q->counts_below = q->created;
-		q->counted_at = q->exact_from = l->counted_at;
-		q->replayed_to = l->revision;
+		q->count_basis = q->counted_at = q->exact_from = l->counted_at;
+		q->replayed_to = first ? q->seen : l->revision;
+		if (first)
+			node_queue_stop_stream(n);
 	}
 	node_schedule_evaluate(n);
 }
@@ -256,6 +263,8 @@ void node_queue_follow(struct node *n)
 	node_queue_stop_stream(n);
 	if (next && !(q->following = strdup(next)))
 		return;
+	if (!next)	/* the releases it has seen, or another had to */
+		q->seen = q->counted_at > q->replayed_to ? q->counted_at : q->replayed_to;
 	/* The key just ahead from the look on; the releases from the
 	 * revision the count holds at. */
 	r = fleet_queue_stream_start(&n->fleet, next, (next ? l->revision : q->counted_at) + 1,
