@@ -143,14 +143,14 @@ struct node_queue {
 	/* look.ahead counts the keys created below counts_below (our own key's
 	 * create revision, or, taken from the mark of the host just ahead, the
 	 * keys up to its key's), as they were at count_basis, less the releases
-	 * since: exactly at counted_at, the newest release the stream gave; it
-	 * is the place a mark may carry from exact_from on (fleet_queue.h).
+	 * since: exactly at counted_at, the newest release the stream gave
+	 * (whether counted or not); it is the place a mark may carry from
+	 * exact_from on (fleet_queue.h).
 	 * Releases up to replayed_to were another's to see: counted, not
 	 * checked for a dead holder. */
 	int64_t counts_below;
 	int64_t count_basis;
 	int64_t counted_at;
-	int64_t seen;			/* the releases stream gave every one up to here */
 	int64_t exact_from;
 	int64_t replayed_to;
 	struct etcd_watch *stream;	/* the key just ahead, or every release */

@@ -106,17 +106,14 @@ static int node_on_release_events(const struct etcd_event *ev, size_t count, int
 		bool replayed = rel.revision <= q->replayed_to;
 		if (!replayed)
 			q->releases++;
-		if (rel.revision > q->seen)
-			q->seen = rel.revision;
-		if (q->known && rel.revision > q->counted_at)
+		if (rel.revision > q->counted_at)
 			q->counted_at = rel.revision;	/* the count holds there too */
 		if (rel.created >= q->counts_below)
 			continue;	/* one behind us moves nothing */
-		if (q->known && rel.revision <= q->count_basis)
-			;		/* in the count already */
-		else if (q->known && q->look.exact && q->look.ahead > 0)
+		bool in_count = q->known && rel.revision <= q->count_basis;
+		if (!in_count && q->known && q->look.exact && q->look.ahead > 0)
 			q->look.ahead--;	/* counted down: no look needed */
-		else
+		else if (!in_count)
 			look_again = true;
 		if (!rel.held || replayed)
 			continue;
@@ -189,12 +186,13 @@ static void node_on_look(int error, struct queue_look *l, void *userdata)
 		 * there, on a stream started anew (one still open from an
 		 * earlier count is past some of them).  Those up to the look
 		 * were another's to watch, or, first in line already, those
-		 * its stream gave. */
+		 * its stream gave (counted_at, until now). */
 		bool first = q->stream && !q->following;
+		q->replayed_to = !first ? l->revision
+			: q->counted_at > q->replayed_to ? q->counted_at : q->replayed_to;
 		q->known = true;
 		q->counts_below = q->created;
 		q->count_basis = q->counted_at = q->exact_from = l->counted_at;
-		q->replayed_to = first ? q->seen : l->revision;
 		if (first)
 			node_queue_stop_stream(n);
 	}
@@ -263,8 +261,6 @@ void node_queue_follow(struct node *n)
 	node_queue_stop_stream(n);
 	if (next && !(q->following = strdup(next)))
 		return;
-	if (!next)	/* the releases it has seen, or another had to */
-		q->seen = q->counted_at > q->replayed_to ? q->counted_at : q->replayed_to;
 	/* The key just ahead from the look on; the releases from the
 	 * revision the count holds at. */
 	r = fleet_queue_stream_start(&n->fleet, next, (next ? l->revision : q->counted_at) + 1,
