@@ -89,6 +89,11 @@ static inline void etcd_client_freep(struct etcd_client **c) { if (*c) etcd_clie
 
 /* "etcd 'http://10.0.0.1:2379': connection refused" — the last failure. */
 const char *etcd_last_error(const struct etcd_client *c);
+/* Records the one-line message etcd_last_error() gives: the client's own, or
+ * a caller's failure on the way to a request (one it could not build), so
+ * that the message printed for the failure names it and not an older one. */
+void etcd_set_error(struct etcd_client *c, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 
 /*
  * Endpoints.  An endpoint is the URL of a member's gateway:

@@ -73,10 +73,6 @@ void etcd_call_streamed_answer(struct etcd_call *call, const cJSON *reply, size_
  * own, from endpoint (current + attempt). */
 void etcd_call_streamed_lost(struct etcd_call *call, size_t attempt);
 
-/* Records the one-line error message for etcd_last_error(). */
-void etcd_set_error(struct etcd_client *c, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
 /* Sets URL, TLS, timeouts and the JSON body (copied) on an easy handle; the
  * headers list (Content-Type, Authorization) is built into *headers, which the
  * caller frees after the transfer. */

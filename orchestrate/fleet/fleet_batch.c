@@ -84,6 +84,25 @@ static int batch_delete(struct fleet_batch *b, char *key)
 	return r;
 }
 
+/*
+ * A write this daemon could not build: a name or a value its own checks
+ * refuse (a bug, or a hostile value passed on), or no memory.  Whoever made
+ * the batch reports a failed write with the client's last error, which would
+ * otherwise name an older etcd failure, or "no error", for a write that etcd
+ * never saw.  Returns r.
+ */
+static int batch_refuse(struct fleet_batch *b, int r, const char *what)
+{
+	if (r >= 0 || !b->f->etcd)
+		return r;
+	if (r == -EINVAL)
+		etcd_set_error(b->f->etcd, "not sent to etcd: %s did not pass this daemon's own "
+			       "checks", what);
+	else if (r == -ENOMEM)
+		etcd_set_error(b->f->etcd, "not sent to etcd: no memory to build %s", what);
+	return r;
+}
+
 int fleet_batch_status(struct fleet_batch *b, const char *host, enum status_type type,
 		       enum status_state state, const char *version, int exit_code,
 		       const char *detail)
@@ -101,11 +120,11 @@ int fleet_batch_status_extra(struct fleet_batch *b, const char *host, enum statu
 
 	if (!name_ok(host) || !optional_name_ok(version) || !type_valid(type) ||
 	    !status_state_allowed(type, state))
-		return -EINVAL;
+		return batch_refuse(b, -EINVAL, "the run's status");
 	if ((r = status_value_extra(version, exit_code, detail, extra, &value)) < 0 ||
 	    (r = batch_put(b, key_status(P, type, state, host), value, 0)) < 0 ||
 	    (r = txn_delete_other_states(b->t, P, host, type, state)) < 0)
-		return r;
+		return batch_refuse(b, r, "the run's status");
 	return 0;
 }
 
@@ -116,10 +135,10 @@ int fleet_batch_running_version(struct fleet_batch *b, const char *host, const c
 	int r;
 
 	if (!name_ok(host) || !name_ok(version))
-		return -EINVAL;
+		return batch_refuse(b, -EINVAL, "running_version");
 	if ((r = running_value(version, &value)) < 0)
-		return r;
-	return batch_put(b, key_running_version(fleet_prefix(b->f), host), value, lease);
+		return batch_refuse(b, r, "running_version");
+	return batch_refuse(b, batch_put(b, key_running_version(fleet_prefix(b->f), host), value, lease), "running_version");
 }
 
 int fleet_batch_alive(struct fleet_batch *b, const char *host, const char *version, long pid,
@@ -129,25 +148,25 @@ int fleet_batch_alive(struct fleet_batch *b, const char *host, const char *versi
 	int r;
 
 	if (!name_ok(host) || !optional_name_ok(version))
-		return -EINVAL;
+		return batch_refuse(b, -EINVAL, "the alive entry");
 	if ((r = alive_value(version, pid, &value)) < 0)
-		return r;
-	return batch_put(b, key_alive(fleet_prefix(b->f), host), value, lease);
+		return batch_refuse(b, r, "the alive entry");
+	return batch_refuse(b, batch_put(b, key_alive(fleet_prefix(b->f), host), value, lease), "the alive entry");
 }
 
 int fleet_batch_service(struct fleet_batch *b, const char *service, const char *host,
 			const char *value, int64_t lease)
 {
 	if (!name_ok(service) || !name_ok(host) || !value)
-		return -EINVAL;
-	return batch_put(b, key_service(fleet_prefix(b->f), service, host), value, lease);
+		return batch_refuse(b, -EINVAL, "a service entry");
+	return batch_refuse(b, batch_put(b, key_service(fleet_prefix(b->f), service, host), value, lease), "a service entry");
 }
 
 int fleet_batch_unpublish(struct fleet_batch *b, const char *service, const char *host)
 {
 	if (!name_ok(service) || !name_ok(host))
-		return -EINVAL;
-	return batch_delete(b, key_service(fleet_prefix(b->f), service, host));
+		return batch_refuse(b, -EINVAL, "a service entry");
+	return batch_refuse(b, batch_delete(b, key_service(fleet_prefix(b->f), service, host)), "a service entry");
 }
 
 int fleet_batch_holder(struct fleet_batch *b, const char *host, const char *version,
@@ -157,15 +176,15 @@ int fleet_batch_holder(struct fleet_batch *b, const char *host, const char *vers
 	_cleanup_(freep) char *value = NULL;
 	int r = holder_value(host, version, group, holds, place, &value);
 	if (r < 0)
-		return r;
-	return batch_put(b, key_rollout_holder(fleet_prefix(b->f), host), value, lease);
+		return batch_refuse(b, r, "the slot holder key");
+	return batch_refuse(b, batch_put(b, key_rollout_holder(fleet_prefix(b->f), host), value, lease), "the slot holder key");
 }
 
 int fleet_batch_release_holder(struct fleet_batch *b, const char *host)
 {
 	if (!name_ok(host))
-		return -EINVAL;
-	return batch_delete(b, key_rollout_holder(fleet_prefix(b->f), host));
+		return batch_refuse(b, -EINVAL, "the slot holder key");
+	return batch_refuse(b, batch_delete(b, key_rollout_holder(fleet_prefix(b->f), host)), "the slot holder key");
 }
 
 int fleet_batch_failure(struct fleet_batch *b, const char *host, const char *version,
@@ -179,17 +198,17 @@ int fleet_batch_failure(struct fleet_batch *b, const char *host, const char *ver
 	int r;
 
 	if (!name_ok(host) || !name_ok(version))
-		return -EINVAL;
+		return batch_refuse(b, -EINVAL, "the failed run's record");
 	if ((r = rollout_record_encode(&rec, &value)) < 0)
-		return r;
-	return batch_put(b, key_rollout_failed(fleet_prefix(b->f), host), value, 0);
+		return batch_refuse(b, r, "the failed run's record");
+	return batch_refuse(b, batch_put(b, key_rollout_failed(fleet_prefix(b->f), host), value, 0), "the failed run's record");
 }
 
 int fleet_batch_clear_failure(struct fleet_batch *b, const char *host)
 {
 	if (!name_ok(host))
-		return -EINVAL;
-	return batch_delete(b, key_rollout_failed(fleet_prefix(b->f), host));
+		return batch_refuse(b, -EINVAL, "the failed run's record");
+	return batch_refuse(b, batch_delete(b, key_rollout_failed(fleet_prefix(b->f), host)), "the failed run's record");
 }
 
 int fleet_batch_canary(struct fleet_batch *b, const char *host, const char *version,
@@ -202,10 +221,10 @@ int fleet_batch_canary(struct fleet_batch *b, const char *host, const char *vers
 	int r;
 
 	if (!name_ok(host) || !name_ok(version))
-		return -EINVAL;
+		return batch_refuse(b, -EINVAL, "the canary record");
 	if ((r = rollout_record_encode(&rec, &value)) < 0)
-		return r;
-	return batch_put(b, key_rollout_canary(fleet_prefix(b->f), host), value, 0);
+		return batch_refuse(b, r, "the canary record");
+	return batch_refuse(b, batch_put(b, key_rollout_canary(fleet_prefix(b->f), host), value, 0), "the canary record");
 }
 
 int fleet_batch_promote(struct fleet_batch *b, const char *version, int64_t trigger,
@@ -221,18 +240,18 @@ int fleet_batch_promote(struct fleet_batch *b, const char *version, int64_t trig
 	int r;
 
 	if (!name_ok(version) || trigger <= 0 || promoted_mod < 0)
-		return -EINVAL;
+		return batch_refuse(b, -EINVAL, "the promotion");
 	if (!k_cur)
 		return -ENOMEM;
 	if ((r = rollout_record_encode(&rec, &value)) < 0 ||
 	    (r = fleet_batch_if_written_at(b, k_cur, trigger)) < 0)
-		return r;
+		return batch_refuse(b, r, "the promotion");
 	_cleanup_(freep) char *k_prom = key_rollout_promoted(P);
 	if (!k_prom)
 		return -ENOMEM;
 	if ((r = fleet_batch_if_written_at(b, k_prom, promoted_mod)) < 0)
-		return r;
-	return batch_put(b, TAKE_PTR(k_prom), value, 0);
+		return batch_refuse(b, r, "the promotion");
+	return batch_refuse(b, batch_put(b, TAKE_PTR(k_prom), value, 0), "the promotion");
 }
 
 int fleet_batch_halt(struct fleet_batch *b, const struct rollout_halt *h)
@@ -246,14 +265,14 @@ int fleet_batch_halt(struct fleet_batch *b, const struct rollout_halt *h)
 
 	if (!name_ok(h->rec.version) || h->rec.trigger <= 0 || h->halted_mod < 0 ||
 	    !optional_name_ok(to))
-		return -EINVAL;
+		return batch_refuse(b, -EINVAL, "the halt");
 	if (!k_cur || !k_halt)
 		return -ENOMEM;
 	if ((r = rollout_record_encode(&h->rec, &value)) < 0 ||
 	    (r = fleet_batch_if_written_at(b, k_cur, h->rec.trigger)) < 0 ||
 	    (r = fleet_batch_if_written_at(b, k_halt, h->halted_mod)) < 0 ||
 	    (r = batch_put(b, TAKE_PTR(k_halt), value, 0)) < 0)
-		return r;
+		return batch_refuse(b, r, "the halt");
 	if (!to)
 		return 0;
 	_cleanup_(freep) char *k_prev = key_previous_version(P);
@@ -261,8 +280,8 @@ int fleet_batch_halt(struct fleet_batch *b, const struct rollout_halt *h)
 		return -ENOMEM;
 	if ((r = fleet_batch_if_written_at(b, k_prev, h->previous_mod)) < 0 ||
 	    (r = batch_put(b, TAKE_PTR(k_cur), to, 0)) < 0)
-		return r;
-	return batch_put(b, TAKE_PTR(k_prev), h->rec.version, 0);
+		return batch_refuse(b, r, "the halt");
+	return batch_refuse(b, batch_put(b, TAKE_PTR(k_prev), h->rec.version, 0), "the halt");
 }
 
 int fleet_batch_dead_holder(struct fleet_batch *b, const struct dead_holder *d)
@@ -276,13 +295,13 @@ int fleet_batch_dead_holder(struct fleet_batch *b, const struct dead_holder *d)
 	int r;
 
 	if (!name_ok(d->host) || !name_ok(d->version) || d->trigger <= 0)
-		return -EINVAL;
+		return batch_refuse(b, -EINVAL, "the dead holder's record");
 	if (!(k_failed = key_rollout_failed(fleet_prefix(b->f), d->host)))
 		return -ENOMEM;
 	if ((r = rollout_record_encode(&rec, &value)) < 0 ||
 	    (r = fleet_batch_if_written_at(b, k_failed, 0)) < 0)
-		return r;
-	return batch_put(b, TAKE_PTR(k_failed), value, 0);
+		return batch_refuse(b, r, "the dead holder's record");
+	return batch_refuse(b, batch_put(b, TAKE_PTR(k_failed), value, 0), "the dead holder's record");
 }
 
 int fleet_batch_if_written_at(struct fleet_batch *b, const char *key, int64_t revision)
@@ -355,8 +374,8 @@ int fleet_batch_history(struct fleet_batch *b, const char *host, const struct ru
 	int r;
 
 	if (!name_ok(host) || !h)
-		return -EINVAL;
+		return batch_refuse(b, -EINVAL, "the run history");
 	if ((r = run_history_encode(h, &value)) < 0)
-		return r;
-	return batch_put(b, key_history(fleet_prefix(b->f), host), value, 0);
+		return batch_refuse(b, r, "the run history");
+	return batch_refuse(b, batch_put(b, key_history(fleet_prefix(b->f), host), value, 0), "the run history");
 }

@@ -300,8 +300,7 @@ void node_services_committed(struct node *n, struct node_services *s)
 static void node_services_published(struct node *n, int r)
 {
 	if (r < 0)
-		log_warnx("cannot publish this node's services: %s",
-			  r == -EINVAL ? strerror(-r) : node_etcd_error(n));
+		log_warnx("cannot publish this node's services: %s", node_etcd_error(n));
 }
 
 /* Publishes this node's services in a write of their own (a first

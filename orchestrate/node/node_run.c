@@ -408,8 +408,7 @@ static void node_failure_written(struct node *n, int r)
 {
 	node_history_check_denied(n, r);
 	if (r < 0) {
-		log_warnx("cannot record the failed run: %s",
-			  r == -EINVAL ? strerror(-r) : node_etcd_error(n));
+		log_warnx("cannot record the failed run: %s", node_etcd_error(n));
 		node_slot_release_written(n, r);
 		return;
 	}

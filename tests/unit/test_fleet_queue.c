@@ -5,6 +5,7 @@
  * went, when it was created and whether its run had started.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,9 +109,41 @@ static void test_release(void)
 	is_str(rel.version, "v2", "at which version");
 }
 
+/* A mark the daemon could not build is never sent, and the error it logs for
+ * that write names the write, not an older etcd failure (no etcd is reached:
+ * fleet_open does not connect). */
+static void test_unbuilt_mark(void)
+{
+	char *endpoints[] = { (char *)"http://127.0.0.1:9", NULL };
+	struct etcd_options opts = { .endpoints = endpoints, .timeout_ms = 1000 };
+	struct queue_place bad = { .created = 40, .ahead = 3, .at = 20 };
+	struct queue_place good = { .created = 40, .ahead = 3, .at = 57 };
+	struct fleet f;
+	struct fleet_batch *b = NULL;
+
+	if (fleet_open(&f, &opts, "/orchestrate") < 0 || fleet_batch_new(&f, &b) < 0) {
+		ok(false, "a fleet and a batch");
+		return;
+	}
+	ok(!strstr(fleet_last_error(&f), "slot holder"), "no error before");
+	is_int(fleet_batch_holder(b, "web1", "v2", NULL, true, &bad, 0), -EINVAL,
+	       "a place counted before its key was created is refused");
+	ok(fleet_batch_empty(b), "and the batch holds nothing");
+	is_str(fleet_last_error(&f),
+	       "not sent to etcd: the slot holder key did not pass this daemon's own checks",
+	       "the error says the write was not sent, and which one");
+	is_int(fleet_batch_holder(b, "web1", "v2", NULL, true, &good, 0), 0,
+	       "the same mark with a place it can hold is added");
+	ok(!fleet_batch_empty(b), "to the batch");
+	is_int(fleet_batch_release_holder(b, "../web1"), -EINVAL, "a host name that is not one");
+	fleet_batch_free(b);
+	fleet_close(&f);
+}
+
 int main(void)
 {
 	test_mark();
 	test_release();
+	test_unbuilt_mark();
 	return done_testing();
 }
