@@ -67,6 +67,20 @@ void etcd_keepalive_stream_forget(struct etcd_client *c, struct etcd_call *call)
 void etcd_keepalive_stream_dispatch(struct etcd_client *c);
 void etcd_keepalive_stream_transfer_done(struct etcd_keepalive_stream *ks);
 void etcd_keepalive_stream_free(struct etcd_client *c);
+/*
+ * Whether data (len bytes, NUL-terminated) starts with a whole frame of the
+ * keepalive stream's reply: a line (*ret_len without its line break), or a
+ * whole JSON object with no line break after it (all of data).  The gateway
+ * ends each answer with a line break, but not the error that ends a stream
+ * (grpc-gateway writes it alone, last), and the reply does not end after it
+ * either: Go's server then waits for the rest of a request body that stays
+ * open for the next renewal.  Read only as lines, that error was never seen:
+ * a renewal etcd refused within a second ("waiting for the applied index took
+ * too long", under a write backlog) waited out its whole patience, most of
+ * the TTL, and the lease was gone when a prompt retry would have renewed it.
+ * *ret_consumed is what to drop with the frame.
+ */
+bool etcd_keepalive_frame(const char *data, size_t len, size_t *ret_len, size_t *ret_consumed);
 /* The stream's answer to a call (reply NULL: not JSON), from endpoint i. */
 void etcd_call_streamed_answer(struct etcd_call *call, const cJSON *reply, size_t i);
 /* The stream ended before answering: the call goes on as a request of its

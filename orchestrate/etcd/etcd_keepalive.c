@@ -198,25 +198,47 @@ void etcd_keepalive_stream_forget(struct etcd_client *c, struct etcd_call *call)
 	}
 }
 
-/* Hands every whole line that came back to the call waiting for it. */
+bool etcd_keepalive_frame(const char *data, size_t len, size_t *ret_len, size_t *ret_consumed)
+{
+	const char *nl = memchr(data, '\n', len);
+	const char *end = NULL;
+	size_t lead = strspn(data, " \t\r\n");
+
+	if (nl) {
+		*ret_len = (size_t)(nl - data);
+		*ret_consumed = *ret_len + 1;
+		return true;
+	}
+	if (lead >= len || data[lead] != '{')
+		return false;
+	_cleanup_(cJSON_Deletep) cJSON *whole = cJSON_ParseWithLengthOpts(data, len, &end, false);
+	if (!whole || !end || strspn(end, " \t\r") < (size_t)(data + len - end))
+		return false;	/* not all of it yet */
+	*ret_len = *ret_consumed = len;
+	return true;
+}
+
+/* Hands every whole frame that came back to the call waiting for it. */
 static void stream_process(struct etcd_keepalive_stream *ks)
 {
-	while (ks->easy && !ks->http_error && ks->in.len > 0) {
-		char *nl = memchr(ks->in.data, '\n', ks->in.len);
-		if (!nl)
-			return;
-		size_t len = (size_t)(nl - ks->in.data);
+	size_t len, consumed;
+
+	while (ks->easy && !ks->http_error && ks->in.len > 0 &&
+	       etcd_keepalive_frame(ks->in.data, ks->in.len, &len, &consumed)) {
 		bool blank = strspn(ks->in.data, " \t\r") >= len;
 		_cleanup_(cJSON_Deletep) cJSON *reply =
 			blank ? NULL : cJSON_ParseWithLength(ks->in.data, len);
-		buf_consume(&ks->in, len + 1);
+		buf_consume(&ks->in, consumed);
 		struct etcd_call *call = blank ? NULL : TAKE_PTR(ks->waiting);
+		if (reply && cJSON_GetObjectItemCaseSensitive(reply, "error"))
+			stream_disconnect(ks);	/* its last word: the next renewal opens another */
 		if (!call)
 			continue;	/* an answer nobody waits for: none is sent */
 		ks->answered = true;
 		ks->refusals = 0;
 		/* The call's function may send the next renewal: the stream
-		 * is ready for it (nothing waits, the buffer is consumed). */
+		 * is ready for it (nothing waits, the buffer is consumed), or
+		 * closed, and the renewal opens a new one. */
 		etcd_call_streamed_answer(call, reply, ks->endpoint);
 	}
 }

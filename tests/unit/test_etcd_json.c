@@ -238,8 +238,37 @@ static void test_grpc_errno(void)
 	}
 }
 
+/* The keepalive stream's reply, split into frames: each answer a line, and
+ * the error that ends the stream a whole object with no line break after it. */
+static void test_keepalive_frames(void)
+{
+	const char *answer = "{\"result\":{\"ID\":\"7\",\"TTL\":\"30\"}}\n{\"res";
+	const char *error = "{\"error\":{\"grpc_code\":4,\"message\":\"etcdserver: request "
+			    "timed out, waiting for the applied index took too long\"}}";
+	const char *partial = "{\"error\":{\"grpc_code\":4,\"message\":\"etcdserver";
+	size_t len = 0, consumed = 0;
+
+	ok(etcd_keepalive_frame(answer, strlen(answer), &len, &consumed), "an answer is a frame");
+	ok(len == strlen(answer) - strlen("\n{\"res") && consumed == len + 1,
+	   "up to its line break, which goes with it");
+	answer += consumed;
+	ok(!etcd_keepalive_frame(answer, strlen(answer), &len, &consumed),
+	   "the start of the next one is not a frame yet");
+	ok(etcd_keepalive_frame(error, strlen(error), &len, &consumed),
+	   "the error that ends the stream is one, with no line break after it");
+	ok(len == strlen(error) && consumed == len, "all of it");
+	ok(!etcd_keepalive_frame(partial, strlen(partial), &len, &consumed),
+	   "a part of it is not");
+	ok(etcd_keepalive_frame("  {\"error\":{}} \r", 16, &len, &consumed) && consumed == 16,
+	   "blanks around it are part of it");
+	ok(!etcd_keepalive_frame("{\"a\":1}x", 8, &len, &consumed),
+	   "an object followed by something else is not");
+	ok(!etcd_keepalive_frame(" \r", 2, &len, &consumed), "nor is a blank");
+}
+
 int main(void)
 {
+	test_keepalive_frames();
 	test_grpc_errno();
 	test_base64();
 	test_range();
