@@ -133,6 +133,7 @@ DAEMON_OBJS = \
 	orchestrate/node/node_facts.o \
 	orchestrate/node/node_run.o \
 	orchestrate/node/node_write.o \
+	orchestrate/node/node_pace.o \
 	orchestrate/hook/hook.o
 
 # Drivers that a shell test runs against the etcd it started (not by prove).

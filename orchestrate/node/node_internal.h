@@ -238,6 +238,14 @@ struct node_run {
 	int64_t started;		/* unix time the run's hooks started; 0: none */
 };
 
+/* node_pace.c: the window over which the node spreads its writes while etcd
+ * is behind (0: none). */
+struct node_pace {
+	uint64_t window;		/* µs */
+	uint64_t widened;		/* when it last grew (CLOCK_MONOTONIC µs) */
+	uint64_t strains;		/* signs of a backlog seen, for the metrics */
+};
+
 struct node {
 	sd_event *event;
 	struct options_resolved opt;	/* owns the config, endpoints, hostname */
@@ -267,6 +275,7 @@ struct node {
 	struct node_facts facts;
 	struct node_run run;
 	struct node_write *write;	/* writes in flight, first first (node_write.c) */
+	struct node_pace pace;		/* how fast it writes (node_pace.c) */
 	int64_t write_revision;		/* where the write whose done runs landed (node_write.c) */
 
 	/* metrics (paths.metrics_file) */
@@ -366,6 +375,17 @@ void node_write_abandon(struct node *n);
 /* Stopping: a write waiting to be sent again is forgotten; one whose send is
  * in flight is waited for (within the stop's grace). */
 void node_write_stop(struct node *n);
+
+/* node_pace.c */
+/* A sign that etcd is behind (why, for the log): widens the pace. */
+void node_pace_strained(struct node *n, const char *why);
+/* An answer to a request sent at sent (node_pace_now(); 0: unknown), or
+ * its error: a slow one or a timeout widens the pace, a prompt one narrows
+ * it. */
+void node_pace_answered(struct node *n, int error, uint64_t sent);
+/* How long the node's next write waits first: 0 at full speed. */
+uint64_t node_pace_delay(struct node *n);
+uint64_t node_pace_now(struct node *n);
 
 /* node_lease.c */
 /* The first registration, asynchronous: done(n, 0 or the error) at its end. */

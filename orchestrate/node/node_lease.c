@@ -342,6 +342,7 @@ static void node_on_grant(int error, int64_t lease, void *userdata)
 	struct node *n = userdata;
 
 	n->lease.keepalive_call = NULL;
+	node_pace_answered(n, error, n->lease.keepalive_sent);
 	if (error < 0) {
 		log_warnx("cannot grant a lease: %s", node_etcd_error(n));
 		node_keepalive_arm(n, node_register_retry(n));
@@ -372,12 +373,14 @@ static void node_on_grant(int error, int64_t lease, void *userdata)
  * Each host asking then for a lease, its keys and a new place in a slot
  * queue is the burst that keeps etcd's apply queue long enough to lose the
  * next leases; spread over the interval, it is a third as dense as the
- * fleet's renewals.  Until the keys are back the node decides nothing
+ * fleet's renewals, and over the node's pace (node_pace.c) when that is
+ * wider.  Until the keys are back the node decides nothing
  * (node_lease_gone).
  */
 static void node_lease_lost(struct node *n)
 {
-	uint64_t delay = random_between(0, node_keepalive_interval(n));
+	uint64_t spread = node_keepalive_interval(n);
+	uint64_t delay = random_between(0, n->pace.window > spread ? n->pace.window : spread);
 
 	log_warnx("lease %llx is gone, granting a new one and registering again in %.1f s",
 		  (unsigned long long)n->lease.id, (double)delay / (double)USEC_PER_SEC);
@@ -421,6 +424,7 @@ static void node_on_keepalive_reply(int error, int64_t ttl, void *userdata)
 	uint64_t now = node_now(n), due;
 
 	n->lease.keepalive_call = NULL;
+	node_pace_answered(n, error, n->lease.keepalive_sent);
 	if (error < 0) {
 		log_warnx("lease keepalive failed: %s", node_etcd_error(n));
 		node_keepalive_arm(n, node_keepalive_retry(n));

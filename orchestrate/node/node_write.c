@@ -51,6 +51,7 @@ struct node_write {
 	sd_event_source *resend;	/* the backoff before the next question */
 	unsigned failures;		/* sends or questions without a definite answer */
 	unsigned sends;			/* sends so far */
+	uint64_t sent;			/* when the last send or question went (node_pace) */
 	const char *what;		/* for the log, a literal */
 	int64_t lease;			/* the node's lease when it was made */
 	node_write_fn done;
@@ -91,8 +92,10 @@ static int node_write_send(struct node *n)
 	struct node_write *w = n->write;
 	int r = fleet_batch_commit_start(w->batch, node_write_patience(w), node_on_write_answer,
 					 n, &w->call);
-	if (r == 0)
+	if (r == 0) {
 		w->sends++;
+		w->sent = node_pace_now(n);
+	}
 	return r > 0 ? -EINVAL : r;	/* an empty batch is a caller's bug */
 }
 
@@ -105,8 +108,24 @@ static int node_write_ask(struct node *n)
 	int r = fleet_batch_applied_start(w->batch, node_write_patience(w), node_on_write_applied,
 					  n, &w->call);
 	if (r > 0)
-		return node_write_send(n);	/* cannot be asked about: settled resend */
+		return node_write_send(n);	/* not sent yet, or cannot be asked about */
+	if (r == 0)
+		w->sent = node_pace_now(n);
 	return r;
+}
+
+static int node_on_write_resend(sd_event_source *s, uint64_t usec, void *userdata);
+
+/* The first send of the first write: now, or after the node's pace
+ * (node_pace.c) while etcd is behind; the timer's end sends it as a resend
+ * would, and the node decides nothing until it ended. */
+static int node_write_go(struct node *n)
+{
+	uint64_t delay = n->stopping ? 0 : node_pace_delay(n);
+
+	if (delay == 0)
+		return node_write_send(n);
+	return node_timer_arm(n, &n->write->resend, delay, node_on_write_resend);
 }
 
 /* Ends the first write: the services it carried count as published when it
@@ -129,7 +148,7 @@ static void node_write_end(struct node *n, int error, int64_t revision)
 	done(n, error);
 	n->write_revision = 0;
 	if (n->write && !n->write->call && !n->write->resend &&
-	    (r = node_write_send(n)) < 0) {
+	    (r = node_write_go(n)) < 0) {
 		node_write_end(n, r, 0);
 		return;
 	}
@@ -173,6 +192,7 @@ static void node_on_write_answer(int error, int64_t revision, void *userdata)
 	struct node_write *w = n->write;
 
 	w->call = NULL;
+	node_pace_answered(n, error, w->sent);
 	if (error == 0 && w->failures > 0)
 		log_info("%s written at revision %lld, after %u unanswered send%s", w->what,
 			 (long long)revision, w->sends - 1, w->sends == 2 ? "" : "s");
@@ -190,6 +210,7 @@ static void node_on_write_applied(int error, int64_t revision, void *userdata)
 	int r;
 
 	w->call = NULL;
+	node_pace_answered(n, error, w->sent);
 	if (error == 0 && revision > 0) {
 		log_info("%s written at revision %lld (read back: %u send%s without an answer)",
 			 w->what, (long long)revision, w->sends, w->sends == 1 ? "" : "s");
@@ -236,7 +257,7 @@ int node_write_begin(struct node *n, struct fleet_batch *batch, const char *what
 	*tail = w;
 	if (n->write != w)
 		return 0;	/* goes out when the ones before it ended */
-	if ((r = node_write_send(n)) < 0) {
+	if ((r = node_write_go(n)) < 0) {
 		n->write = NULL;
 		node_write_free(w);
 		return r;
@@ -273,6 +294,18 @@ void node_write_abandon(struct node *n)
 
 void node_write_stop(struct node *n)
 {
-	if (n->write && !n->write->call)
+	struct node_write *w = n->write;
+	int r;
+
+	if (!w || w->call)
+		return;
+	if (w->sends > 0) {
 		node_write_abandon(n);	/* waiting to resend: not worth the stop's wait */
+		return;
+	}
+	/* Never sent, waiting for its pace: it goes now, and the stop waits for
+	 * it as for one in flight. */
+	node_timer_cancel(&w->resend);
+	if ((r = node_write_send(n)) < 0)
+		node_write_end(n, r, 0);
 }

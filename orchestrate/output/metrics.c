@@ -108,6 +108,17 @@ int metrics_render(const struct metrics *m, struct buf *out)
 			"Reads of the node's place in a rollout's slot queue.")) < 0 ||
 	    (r = buf_printf(out, "orchestrate_slot_queue_reads_total %llu\n",
 			    (unsigned long long)m->slot_queue_reads)) < 0 ||
+	    (r = metrics_family(out, "orchestrate_etcd_strains_total", "counter",
+			"Signs that etcd was behind (an answer slower than a second, a request "
+			"that failed or got no answer in time) for which the node slowed its "
+			"writes.")) < 0 ||
+	    (r = buf_printf(out, "orchestrate_etcd_strains_total %llu\n",
+			    (unsigned long long)m->etcd_strains)) < 0 ||
+	    (r = metrics_family(out, "orchestrate_etcd_pace_seconds", "gauge",
+			"The window over which the node spreads its writes while etcd is behind; "
+			"0 at full speed.")) < 0 ||
+	    (r = buf_printf(out, "orchestrate_etcd_pace_seconds %.1f\n",
+			    (double)m->pace_usec / 1e6)) < 0 ||
 	    (r = metrics_family(out, "orchestrate_state", "gauge",
 			"The node's state: 1 for the current one, 0 for the others.")) < 0)
 		return r;
