@@ -159,6 +159,7 @@ struct node_queue {
 	bool count_compacted;		/* the count before its key is gone: read ahead */
 	uint64_t releases;		/* releases seen while first (progress_deadline) */
 	uint64_t reads;			/* looks sent (the metrics) */
+	uint64_t look_sent;		/* when the last look went (node_pace.c) */
 	/* Holders that were running when their key went (the first waiter's
 	 * dead-holder checks): host, and the deletion's revision. */
 	struct rollout_holder *released;

@@ -17,10 +17,13 @@
  * up, and is back at full speed as soon as answers are prompt, with no node
  * knowing of another.
  *
- * The keepalive is never delayed: it is what the pace protects.  Reads are
- * not either: the node's reads are few, and the slot queue's look is
- * serializable, which takes nothing from etcd's apply.  --once is not paced:
- * cron waits behind it, and it writes once.
+ * Retries are paced too (node_next_retry_delay: the larger of the backoff
+ * and the pace), among them the slot queue's look, which etcd 3.4 answers
+ * by reading the whole queue: held to a tenth of a core under 1,000 nodes,
+ * looks given up on at their patience and sent again were what kept it
+ * busy once the writes were spread.  The keepalive is never delayed: it is
+ * what the pace protects.  --once is not paced: cron waits behind it, and it
+ * writes once.
  */
 #include <errno.h>
 
@@ -31,11 +34,12 @@
 /* An answer slower than this is a sign of a backlog: etcd refuses a renewal
  * after waiting this long for its apply. */
 #define PACE_SLOW_USEC (1 * USEC_PER_SEC)
-/* The first window, and the widest: past this a node's write waits longer
- * than two of its lease's renewals, and a fleet of thousands writing at most
- * once in that long is a few writes a second. */
+/* The first window, and the widest.  The window a fleet needs is about twice
+ * its size over the writes a second etcd can apply: 1,000 nodes on an etcd
+ * held to a tenth of a core (some 20 a second) need 100 s; a window of 64 s
+ * left it a third above that, and its backlog never drained. */
 #define PACE_FIRST_USEC (1 * USEC_PER_SEC)
-#define PACE_MAX_USEC (64 * USEC_PER_SEC)
+#define PACE_MAX_USEC (256 * USEC_PER_SEC)
 
 static uint64_t pace_now(struct node *n)
 {

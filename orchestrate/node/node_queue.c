@@ -148,6 +148,7 @@ static void node_on_look(int error, struct queue_look *l, void *userdata)
 	struct node_queue *q = &n->queue;
 
 	q->read = NULL;
+	node_pace_answered(n, error, q->look_sent);
 	if (error == -ESTALE && l->limit == 0) {
 		/* The revision before its key was compacted (a long wait):
 		 * the keys just ahead are read instead, at most a limit. */
@@ -244,6 +245,7 @@ int node_queue_place(struct node *n, size_t limit, size_t *ret_ahead)
 	if (r < 0)
 		return r;
 	q->reads++;
+	q->look_sent = node_pace_now(n);
 	return 0;
 }
 
