@@ -16,6 +16,7 @@
 #ifndef ORCHESTRATE_BACKOFF_H
 #define ORCHESTRATE_BACKOFF_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct backoff {
@@ -37,6 +38,27 @@ uint64_t backoff_delay(const struct backoff *b, unsigned n);
  * of the arguments.
  */
 uint64_t backoff_before(uint64_t left, uint64_t least, uint64_t most);
+
+/*
+ * A pace: the window a client spreads its requests over while its server is
+ * behind (0: none, full speed).  Each sign of a backlog doubles it, from
+ * first up to cap, but at most once per window, since the signs of one
+ * backlog come together (every request that was waiting in it fails); each
+ * prompt answer halves it, and below first / 2 it is gone.  Additive
+ * recovery would be gentler, but a fleet whose server caught up should not
+ * stay slow for minutes.  Times in one unit (µs, say), now monotonic.
+ */
+struct pace {
+	uint64_t window;
+	uint64_t widened;	/* when it last grew */
+};
+/* A sign of a backlog at now: true when the window grew (from 0: the pace
+ * began). */
+bool pace_widen(struct pace *p, const struct backoff *b, uint64_t now);
+/* A prompt answer: true when that ended the pace (the window is 0 again). */
+bool pace_narrow(struct pace *p, const struct backoff *b);
+/* The delay of the next request: a random part of the window. */
+uint64_t pace_delay(const struct pace *p);
 
 /* A uniformly random number in [lo, hi] (lo when hi <= lo), from getrandom(2). */
 uint64_t random_between(uint64_t lo, uint64_t hi);

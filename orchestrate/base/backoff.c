@@ -53,3 +53,30 @@ uint64_t backoff_before(uint64_t left, uint64_t least, uint64_t most)
 		lo = least;
 	return random_between(lo, hi);
 }
+
+bool pace_widen(struct pace *p, const struct backoff *b, uint64_t now)
+{
+	if (p->window && now < p->widened + p->window)
+		return false;	/* the same backlog */
+	p->window = p->window ? p->window * 2 : b->first;
+	if (p->window > b->cap)
+		p->window = b->cap;
+	p->widened = now;
+	return true;
+}
+
+bool pace_narrow(struct pace *p, const struct backoff *b)
+{
+	if (!p->window)
+		return false;
+	p->window /= 2;
+	if (p->window >= b->first / 2)
+		return false;
+	p->window = 0;
+	return true;
+}
+
+uint64_t pace_delay(const struct pace *p)
+{
+	return p->window ? random_between(0, p->window) : 0;
+}

@@ -238,7 +238,7 @@ static void node_write_metrics(struct node *n)
 		.watch_events = fleet_client_events(&n->fleet),
 		.lease_regrants = n->lease.regrants,
 		.slot_queue_reads = n->queue.reads,
-		.etcd_strains = n->pace.strains,
+		.etcd_strains = n->pace_strains,
 		.pace_usec = n->pace.window,
 		.states = node_state_names,
 		.n_states = _NODE_STATE_MAX,

@@ -239,14 +239,6 @@ struct node_run {
 	int64_t started;		/* unix time the run's hooks started; 0: none */
 };
 
-/* node_pace.c: the window over which the node spreads its writes while etcd
- * is behind (0: none). */
-struct node_pace {
-	uint64_t window;		/* µs */
-	uint64_t widened;		/* when it last grew (CLOCK_MONOTONIC µs) */
-	uint64_t strains;		/* signs of a backlog seen, for the metrics */
-};
-
 struct node {
 	sd_event *event;
 	struct options_resolved opt;	/* owns the config, endpoints, hostname */
@@ -276,7 +268,8 @@ struct node {
 	struct node_facts facts;
 	struct node_run run;
 	struct node_write *write;	/* writes in flight, first first (node_write.c) */
-	struct node_pace pace;		/* how fast it writes (node_pace.c) */
+	struct pace pace;		/* how fast it writes (node_pace.c), µs */
+	uint64_t pace_strains;		/* signs of a backlog it widened for */
 	int64_t write_revision;		/* where the write whose done runs landed (node_write.c) */
 
 	/* metrics (paths.metrics_file) */

@@ -7,15 +7,20 @@
  * more than a second stops every renewal of the fleet, and one as long as
  * the TTL loses every lease, whose rework (a grant, the leased keys, a new
  * place in a slot queue) is more backlog: the spiral.  A node cannot see
- * etcd's backlog, but it sees it in its own requests: answers that take more
- * than a second, writes that etcd timed out itself or that got no answer, a
- * renewal refused or unanswered.  Each such sign widens the node's pace: the
- * window over which its next writes are spread (each first waits a random
- * part of it) doubles, at most once per window (the signs of one backlog
- * come together), up to PACE_MAX.  Each prompt answer halves it.  So a fleet
+ * etcd's backlog, but it sees it in its own requests: writes that etcd timed
+ * out itself or that got no answer, a renewal refused or unanswered.  Each such sign widens the node's pace
+ * (struct pace, base/backoff.h): the window over which its next writes are
+ * spread (each first waits a random part of it) doubles, at most once per
+ * window, up to PACE_MAX.  Each prompt answer halves it.  So a fleet
  * whose etcd fell behind sends it fewer writes a second until it has caught
  * up, and is back at full speed as soon as answers are prompt, with no node
  * knowing of another.
+ *
+ * A slow answer alone is not a sign: an etcd far away, or one that answers
+ * every request in two seconds, has no backlog to drain, and a fleet paced
+ * for ever by its latency would crawl.  The signs are etcd's own ("request
+ * timed out": a write it could not apply in time; a renewal refused because
+ * its apply lags) and a request that got no answer within its patience.
  *
  * Retries are paced too (node_next_retry_delay: the larger of the backoff
  * and the pace), among them the slot queue's look, which etcd 3.4 answers
@@ -31,80 +36,62 @@
 #include "base/log.h"
 #include "node_internal.h"
 
-/* An answer slower than this is a sign of a backlog: etcd refuses a renewal
- * after waiting this long for its apply. */
-#define PACE_SLOW_USEC (1 * USEC_PER_SEC)
+/* An answer within this is prompt: etcd refuses a renewal after waiting this
+ * long for its apply. */
+#define PACE_PROMPT_USEC (1 * USEC_PER_SEC)
 /* The first window, and the widest.  The window a fleet needs is about twice
  * its size over the writes a second etcd can apply: 1,000 nodes on an etcd
  * held to a tenth of a core (some 20 a second) need 100 s; a window of 64 s
  * left it a third above that, and its backlog never drained. */
-#define PACE_FIRST_USEC (1 * USEC_PER_SEC)
-#define PACE_MAX_USEC (256 * USEC_PER_SEC)
+static const struct backoff node_pace_window = {
+	.first = USEC_PER_SEC, .cap = 256 * USEC_PER_SEC,
+};
 
-static uint64_t pace_now(struct node *n)
+uint64_t node_pace_now(struct node *n)
 {
 	uint64_t usec = 0;
 	(void)sd_event_now(n->event, CLOCK_MONOTONIC, &usec);
 	return usec;
 }
 
-/* An error that says etcd (or the way to it) did not keep up: no answer in
- * time, or etcd's own timeout.  A definite answer says etcd is there. */
+/* An error that says etcd did not keep up: its own timeout (a write it
+ * could not apply in time, a renewal refused for its apply's lag), no answer
+ * within the request's patience, or no etcd at all.  The etcd client gives
+ * all of them as -ECONNREFUSED (etcd.h), since each is worth another member. */
 static bool pace_error_is_strain(int error)
 {
-	return error == -ECONNREFUSED || error == -ETIMEDOUT || error == -ECONNRESET ||
-	       error == -EAGAIN;
+	return error == -ECONNREFUSED || error == -ETIMEDOUT;
 }
 
 void node_pace_strained(struct node *n, const char *why)
 {
-	struct node_pace *p = &n->pace;
-	uint64_t now = pace_now(n);
+	bool began = !n->pace.window;
 
-	if (n->once)
+	if (n->once || !pace_widen(&n->pace, &node_pace_window, node_pace_now(n)))
 		return;
-	if (p->window && now < p->widened + p->window)
-		return;		/* the same backlog: once per window */
-	if (!p->window)
+	if (began)
 		log_info("etcd is behind (%s): spreading this node's writes until it answers "
 			 "promptly again", why);
-	p->window = p->window ? p->window * 2 : PACE_FIRST_USEC;
-	if (p->window > PACE_MAX_USEC)
-		p->window = PACE_MAX_USEC;
-	p->widened = now;
-	p->strains++;
+	n->pace_strains++;
 	node_metrics_changed(n);
 }
 
 void node_pace_answered(struct node *n, int error, uint64_t sent)
 {
-	struct node_pace *p = &n->pace;
-	uint64_t took = sent ? pace_now(n) - sent : 0;
-
 	if (pace_error_is_strain(error)) {
 		node_pace_strained(n, "a request failed or got no answer in time");
 		return;
 	}
-	if (took >= PACE_SLOW_USEC) {
-		node_pace_strained(n, "an answer took more than a second");
+	if (error < 0 || !sent || node_pace_now(n) - sent >= PACE_PROMPT_USEC)
+		return;		/* slow, not a sign either way */
+	if (!n->pace.window)
 		return;
-	}
-	if (error < 0 || !p->window)
-		return;
-	p->window /= 2;
-	if (p->window < PACE_FIRST_USEC / 2) {
-		p->window = 0;
+	if (pace_narrow(&n->pace, &node_pace_window))
 		log_info("etcd answers promptly again: writing at full speed");
-	}
 	node_metrics_changed(n);
 }
 
 uint64_t node_pace_delay(struct node *n)
 {
-	return n->pace.window ? random_between(0, n->pace.window) : 0;
-}
-
-uint64_t node_pace_now(struct node *n)
-{
-	return pace_now(n);
+	return pace_delay(&n->pace);
 }

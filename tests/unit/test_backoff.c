@@ -25,8 +25,40 @@ static void range_of(const struct backoff *b, unsigned n, uint64_t *lo, uint64_t
 	}
 }
 
+/* The pace: widened once per backlog, up to its cap, halved by each prompt
+ * answer, gone below half its first window. */
+static void test_pace(void)
+{
+	const struct backoff b = { 100, 1000, 0 };
+	struct pace p = { 0 };
+	uint64_t most = 0;
+
+	ok(pace_delay(&p) == 0, "no pace: no delay");
+	ok(!pace_narrow(&p, &b), "a prompt answer without a pace ends nothing");
+	ok(pace_widen(&p, &b, 5000) && p.window == 100, "a first sign: the first window");
+	ok(!pace_widen(&p, &b, 5050) && p.window == 100,
+	   "the same backlog's next sign, within the window: no wider");
+	ok(pace_widen(&p, &b, 5100) && p.window == 200, "a sign a window later: twice as wide");
+	for (uint64_t t = 6000; t < 20000; t += 1000)
+		(void)pace_widen(&p, &b, t);
+	ok(p.window == 1000, "never wider than the cap (%llu)", (unsigned long long)p.window);
+	for (int i = 0; i < 200; i++) {
+		uint64_t d = pace_delay(&p);
+		if (d > most)
+			most = d;
+	}
+	ok(most <= 1000 && most > 500, "a delay is a random part of the window (max %llu)",
+	   (unsigned long long)most);
+	ok(!pace_narrow(&p, &b) && p.window == 500, "a prompt answer halves it");
+	ok(!pace_narrow(&p, &b) && !pace_narrow(&p, &b) && p.window == 125, "and again");
+	ok(!pace_narrow(&p, &b) && p.window == 62, "half the first window is still a pace");
+	ok(pace_narrow(&p, &b) && p.window == 0, "below it the pace ends");
+	ok(pace_delay(&p) == 0, "and a request goes at once");
+}
+
 int main(void)
 {
+	test_pace();
 	const struct backoff full = { 100, 1000, 0 };
 	const struct backoff floored = { 100, 1000, 100 };
 	uint64_t lo, hi;
