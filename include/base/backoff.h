@@ -43,18 +43,22 @@ uint64_t backoff_before(uint64_t left, uint64_t least, uint64_t most);
  * A pace: the window a client spreads its requests over while its server is
  * behind (0: none, full speed).  Each sign of a backlog doubles it, from
  * first up to cap, but at most once per window, since the signs of one
- * backlog come together (every request that was waiting in it fails); each
- * prompt answer halves it, and below first / 2 it is gone.  Additive
- * recovery would be gentler, but a fleet whose server caught up should not
- * stay slow for minutes.  Times in one unit (µs, say), now monotonic.
+ * backlog come together (every request that was waiting in it fails), and
+ * makes it at least as long as the failed request waited: a request that
+ * waited 30 s for nothing says the backlog is that long, and a client that
+ * only doubled from a second would need as long again to learn it, one
+ * failed request at a time.  Each prompt answer halves it, and below first /
+ * 2 it is gone.  Additive recovery would be gentler, but a fleet whose server
+ * caught up should not stay slow for minutes.  Times in one unit (µs, say),
+ * now monotonic.
  */
 struct pace {
 	uint64_t window;
 	uint64_t widened;	/* when it last grew */
 };
-/* A sign of a backlog at now: true when the window grew (from 0: the pace
- * began). */
-bool pace_widen(struct pace *p, const struct backoff *b, uint64_t now);
+/* A sign of a backlog at now, from a request that waited waited: true when
+ * the window grew. */
+bool pace_widen(struct pace *p, const struct backoff *b, uint64_t now, uint64_t waited);
 /* A prompt answer: true when that ended the pace (the window is 0 again). */
 bool pace_narrow(struct pace *p, const struct backoff *b);
 /* The delay of the next request: a random part of the window. */

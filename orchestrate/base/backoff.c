@@ -54,11 +54,13 @@ uint64_t backoff_before(uint64_t left, uint64_t least, uint64_t most)
 	return random_between(lo, hi);
 }
 
-bool pace_widen(struct pace *p, const struct backoff *b, uint64_t now)
+bool pace_widen(struct pace *p, const struct backoff *b, uint64_t now, uint64_t waited)
 {
 	if (p->window && now < p->widened + p->window)
 		return false;	/* the same backlog */
 	p->window = p->window ? p->window * 2 : b->first;
+	if (p->window < waited)
+		p->window = waited;
 	if (p->window > b->cap)
 		p->window = b->cap;
 	p->widened = now;

@@ -371,8 +371,9 @@ void node_write_abandon(struct node *n);
 void node_write_stop(struct node *n);
 
 /* node_pace.c */
-/* A sign that etcd is behind (why, for the log): widens the pace. */
-void node_pace_strained(struct node *n, const char *why);
+/* A sign that etcd is behind (why, for the log), from a request that waited
+ * waited µs: widens the pace. */
+void node_pace_strained(struct node *n, const char *why, uint64_t waited);
 /* An answer to a request sent at sent (node_pace_now(); 0: unknown), or
  * its error: a slow one or a timeout widens the pace, a prompt one narrows
  * it. */

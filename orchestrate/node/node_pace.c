@@ -63,11 +63,11 @@ static bool pace_error_is_strain(int error)
 	return error == -ECONNREFUSED || error == -ETIMEDOUT;
 }
 
-void node_pace_strained(struct node *n, const char *why)
+void node_pace_strained(struct node *n, const char *why, uint64_t waited)
 {
 	bool began = !n->pace.window;
 
-	if (n->once || !pace_widen(&n->pace, &node_pace_window, node_pace_now(n)))
+	if (n->once || !pace_widen(&n->pace, &node_pace_window, node_pace_now(n), waited))
 		return;
 	if (began)
 		log_info("etcd is behind (%s): spreading this node's writes until it answers "
@@ -79,7 +79,8 @@ void node_pace_strained(struct node *n, const char *why)
 void node_pace_answered(struct node *n, int error, uint64_t sent)
 {
 	if (pace_error_is_strain(error)) {
-		node_pace_strained(n, "a request failed or got no answer in time");
+		node_pace_strained(n, "a request failed or got no answer in time",
+				   sent ? node_pace_now(n) - sent : 0);
 		return;
 	}
 	if (error < 0 || !sent || node_pace_now(n) - sent >= PACE_PROMPT_USEC)

@@ -35,12 +35,12 @@ static void test_pace(void)
 
 	ok(pace_delay(&p) == 0, "no pace: no delay");
 	ok(!pace_narrow(&p, &b), "a prompt answer without a pace ends nothing");
-	ok(pace_widen(&p, &b, 5000) && p.window == 100, "a first sign: the first window");
-	ok(!pace_widen(&p, &b, 5050) && p.window == 100,
+	ok(pace_widen(&p, &b, 5000, 10) && p.window == 100, "a first sign: the first window");
+	ok(!pace_widen(&p, &b, 5050, 10) && p.window == 100,
 	   "the same backlog's next sign, within the window: no wider");
-	ok(pace_widen(&p, &b, 5100) && p.window == 200, "a sign a window later: twice as wide");
+	ok(pace_widen(&p, &b, 5100, 10) && p.window == 200, "a sign a window later: twice as wide");
 	for (uint64_t t = 6000; t < 20000; t += 1000)
-		(void)pace_widen(&p, &b, t);
+		(void)pace_widen(&p, &b, t, 10);
 	ok(p.window == 1000, "never wider than the cap (%llu)", (unsigned long long)p.window);
 	for (int i = 0; i < 200; i++) {
 		uint64_t d = pace_delay(&p);
@@ -54,6 +54,10 @@ static void test_pace(void)
 	ok(!pace_narrow(&p, &b) && p.window == 62, "half the first window is still a pace");
 	ok(pace_narrow(&p, &b) && p.window == 0, "below it the pace ends");
 	ok(pace_delay(&p) == 0, "and a request goes at once");
+	ok(pace_widen(&p, &b, 30000, 700) && p.window == 700,
+	   "a request that waited longer than the first window: as wide as its wait");
+	ok(!pace_widen(&p, &b, 30500, 5000) && p.window == 700, "once per window still");
+	ok(pace_widen(&p, &b, 31000, 5000) && p.window == 1000, "and never past the cap");
 }
 
 int main(void)
