@@ -7,20 +7,21 @@
  * more than a second stops every renewal of the fleet, and one as long as
  * the TTL loses every lease, whose rework (a grant, the leased keys, a new
  * place in a slot queue) is more backlog: the spiral.  A node cannot see
- * etcd's backlog, but it sees it in its own requests: writes that etcd timed
- * out itself or that got no answer, a renewal refused or unanswered.  Each such sign widens the node's pace
- * (struct pace, base/backoff.h): the window over which its next writes are
- * spread (each first waits a random part of it) doubles, at most once per
- * window, up to PACE_MAX.  Each prompt answer halves it.  So a fleet
- * whose etcd fell behind sends it fewer writes a second until it has caught
- * up, and is back at full speed as soon as answers are prompt, with no node
- * knowing of another.
+ * etcd's backlog, but it sees it in its own requests: ones that failed after
+ * waiting seconds (etcd's "request timed out", a renewal refused once it
+ * had waited that long) or got no answer within their patience.  Each such
+ * sign widens the node's pace (struct pace, base/backoff.h): the window over
+ * which its next writes are spread, each first waiting a random part of it.
+ * The window doubles at most once per window, is at least as long as the
+ * failed request waited, and stops at node_pace_window's cap; each prompt
+ * answer halves it.  So a fleet whose etcd fell behind sends it fewer writes
+ * a second until it has caught up, and is back at full speed as soon as
+ * answers are prompt, with no node knowing of another.
  *
  * A slow answer alone is not a sign: an etcd far away, or one that answers
  * every request in two seconds, has no backlog to drain, and a fleet paced
- * for ever by its latency would crawl.  The signs are etcd's own ("request
- * timed out": a write it could not apply in time; a renewal refused because
- * its apply lags) and a request that got no answer within its patience.
+ * for ever by its latency would crawl.  Nor is a failure that came at once:
+ * etcd, or its absence, answered.
  *
  * Retries are paced too (node_next_retry_delay: the larger of the backoff
  * and the pace), among them the slot queue's look, which etcd 3.4 answers
@@ -62,10 +63,11 @@ uint64_t node_pace_now(struct node *n)
 	return usec;
 }
 
-/* An error that says etcd did not keep up: its own timeout (a write it
+/* An error that may say etcd did not keep up: its own timeout (a write it
  * could not apply in time, a renewal refused for its apply's lag), no answer
- * within the request's patience, or no etcd at all.  The etcd client gives
- * all of them as -ECONNREFUSED (etcd.h), since each is worth another member. */
+ * within the request's patience, or no etcd at all; how long the request
+ * waited tells them apart (PACE_SIGN_USEC).  The etcd client gives all of
+ * them as -ECONNREFUSED (etcd.h), since each is worth another member. */
 static bool pace_error_is_strain(int error)
 {
 	return error == -ECONNREFUSED || error == -ETIMEDOUT;
