@@ -26,6 +26,10 @@
  * written twice either.  A definite answer (written, a guard that failed, a
  * refusal, an unknown lease) ends the write and goes to its done function.
  *
+ * While etcd is behind, a write's first send and every later question wait
+ * for the node's pace too (node_pace.c): a fleet whose writes failed together
+ * sends fewer of them a second until etcd has caught up.
+ *
  * Writes go out one at a time, in the order they were made (a first
  * publication, then the run's end, say): a later one never overtakes an
  * earlier one that is slow.  While one is in flight the node decides nothing
