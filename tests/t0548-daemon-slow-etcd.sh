@@ -207,22 +207,6 @@ test_expect_success 'the run'"'"'s end never reached etcd: found not applied, se
 	test "$(grep -c "validate v6" s1/validate.count)" = 1
 '
 
-# A request that waited seconds and got no answer is the sign of a backlog
-# the node slows its writes for (node_pace.c); one cut at once is not (etcd
-# was there to answer), which is why the case above did not count.  Held
-# 2.5 s and then cut, the next renewal is such a sign; cut for less than
-# the TTL, the lease is kept.
-test_expect_success 'requests held 2.5 s and then cut: the node spreads its writes until answers are prompt again' '
-	mark=$(($(wc -l <s1/log) + 1)) &&
-	echo 2.5 >delay &&
-	: >drop &&
-	wait_for "tail -n +$mark s1/log | grep -q \"etcd is behind\"" 15 &&
-	rm -f drop delay &&
-	wait_for "tail -n +$mark s1/log | grep -q \"etcd answers promptly again\"" 60 &&
-	tail -n +$mark s1/log | grep -q "lease keepalive failed" &&
-	! tail -n +$mark s1/log | grep -q "is gone"
-'
-
 test_expect_success 'etcd restarted: the keepalive stream is opened again, the lease kept' '
 	mark=$(($(wc -l <s1/log) + 1)) &&
 	cut=$(now) &&
