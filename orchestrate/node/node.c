@@ -207,7 +207,7 @@ static double wall_now(void)
 	return (double)clock_usec(CLOCK_REALTIME) / (double)USEC_PER_SEC;
 }
 
-static uint64_t mono_now(struct node *n)
+uint64_t node_now(struct node *n)
 {
 	uint64_t usec = 0;
 	(void)sd_event_now(n->event, CLOCK_MONOTONIC, &usec);
@@ -258,7 +258,7 @@ void node_metrics_changed(struct node *n)
 
 static void node_hook_started(struct node *n, const char *name)
 {
-	n->hook_started[hook_metric_index(name)] = mono_now(n);
+	n->hook_started[hook_metric_index(name)] = node_now(n);
 }
 
 /* Records a hook's end for the metrics (and writes them). */
@@ -266,7 +266,7 @@ static void node_hook_ended(struct node *n, const char *name, const struct hook_
 {
 	size_t i = hook_metric_index(name);
 	struct metrics_hook *h = &n->hook_metrics[i];
-	uint64_t now = mono_now(n);
+	uint64_t now = node_now(n);
 
 	h->ran = true;
 	h->exit_code = res->signal || res->timed_out ? -1 : res->exit_code;

@@ -285,6 +285,8 @@ struct node {
 };
 
 /* node.c */
+/* The event loop's monotonic time, µs: the clock of every node timer. */
+uint64_t node_now(struct node *n);
 void node_set_state(struct node *n, enum node_state state, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 void node_schedule_evaluate(struct node *n);
@@ -374,13 +376,12 @@ void node_write_stop(struct node *n);
 /* A sign that etcd is behind (why, for the log), from a request that waited
  * waited µs: widens the pace. */
 void node_pace_strained(struct node *n, const char *why, uint64_t waited);
-/* An answer to a request sent at sent (node_pace_now(); 0: unknown), or
+/* An answer to a request sent at sent (node_now(); 0: unknown), or
  * its error: a slow one or a timeout widens the pace, a prompt one narrows
  * it. */
 void node_pace_answered(struct node *n, int error, uint64_t sent);
 /* How long the node's next write waits first: 0 at full speed. */
 uint64_t node_pace_delay(struct node *n);
-uint64_t node_pace_now(struct node *n);
 
 /* node_lease.c */
 /* The first registration, asynchronous: done(n, 0 or the error) at its end. */

@@ -92,13 +92,6 @@ static uint64_t node_lease_granted(struct node *n)
 	return again ? 0 : node_keepalive_first(n);
 }
 
-static uint64_t node_now(struct node *n)
-{
-	uint64_t usec = 0;
-	(void)sd_event_now(n->event, CLOCK_MONOTONIC, &usec);
-	return usec;
-}
-
 /*
  * A renewal falls on a whole second of the wall clock: the one before it is
  * due (less than a second early, at no cost to the lease), on an exact timer.

@@ -56,13 +56,6 @@ static const struct backoff node_pace_window = {
 	.first = USEC_PER_SEC, .cap = 256 * USEC_PER_SEC,
 };
 
-uint64_t node_pace_now(struct node *n)
-{
-	uint64_t usec = 0;
-	(void)sd_event_now(n->event, CLOCK_MONOTONIC, &usec);
-	return usec;
-}
-
 /* An error that may say etcd did not keep up: its own timeout (a write it
  * could not apply in time, a renewal refused for its apply's lag), no answer
  * within the request's patience, or no etcd at all; how long the request
@@ -77,7 +70,7 @@ void node_pace_strained(struct node *n, const char *why, uint64_t waited)
 {
 	bool began = !n->pace.window;
 
-	if (n->once || !pace_widen(&n->pace, &node_pace_window, node_pace_now(n), waited))
+	if (n->once || !pace_widen(&n->pace, &node_pace_window, node_now(n), waited))
 		return;
 	if (began)
 		log_info("etcd is behind (%s): spreading this node's writes until it answers "
@@ -88,7 +81,7 @@ void node_pace_strained(struct node *n, const char *why, uint64_t waited)
 
 void node_pace_answered(struct node *n, int error, uint64_t sent)
 {
-	uint64_t waited = sent ? node_pace_now(n) - sent : 0;
+	uint64_t waited = sent ? node_now(n) - sent : 0;
 
 	if (pace_error_is_strain(error)) {
 		if (waited >= PACE_SIGN_USEC)

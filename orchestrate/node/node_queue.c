@@ -245,7 +245,7 @@ int node_queue_place(struct node *n, size_t limit, size_t *ret_ahead)
 	if (r < 0)
 		return r;
 	q->reads++;
-	q->look_sent = node_pace_now(n);
+	q->look_sent = node_now(n);
 	return 0;
 }
 

@@ -98,7 +98,7 @@ static int node_write_send(struct node *n)
 					 n, &w->call);
 	if (r == 0) {
 		w->sends++;
-		w->sent = node_pace_now(n);
+		w->sent = node_now(n);
 	}
 	return r > 0 ? -EINVAL : r;	/* an empty batch is a caller's bug */
 }
@@ -114,7 +114,7 @@ static int node_write_ask(struct node *n)
 	if (r > 0)
 		return node_write_send(n);	/* not sent yet, or cannot be asked about */
 	if (r == 0)
-		w->sent = node_pace_now(n);
+		w->sent = node_now(n);
 	return r;
 }
 
