@@ -138,7 +138,8 @@ int fleet_batch_running_version(struct fleet_batch *b, const char *host, const c
 		return batch_refuse(b, -EINVAL, "running_version");
 	if ((r = running_value(version, &value)) < 0)
 		return batch_refuse(b, r, "running_version");
-	return batch_refuse(b, batch_put(b, key_running_version(fleet_prefix(b->f), host), value, lease), "running_version");
+	return batch_refuse(b, batch_put(b, key_running_version(fleet_prefix(b->f), host), value, lease),
+			    "running_version");
 }
 
 int fleet_batch_alive(struct fleet_batch *b, const char *host, const char *version, long pid,
@@ -151,7 +152,8 @@ int fleet_batch_alive(struct fleet_batch *b, const char *host, const char *versi
 		return batch_refuse(b, -EINVAL, "the alive entry");
 	if ((r = alive_value(version, pid, &value)) < 0)
 		return batch_refuse(b, r, "the alive entry");
-	return batch_refuse(b, batch_put(b, key_alive(fleet_prefix(b->f), host), value, lease), "the alive entry");
+	return batch_refuse(b, batch_put(b, key_alive(fleet_prefix(b->f), host), value, lease),
+			    "the alive entry");
 }
 
 int fleet_batch_service(struct fleet_batch *b, const char *service, const char *host,
@@ -159,14 +161,16 @@ int fleet_batch_service(struct fleet_batch *b, const char *service, const char *
 {
 	if (!name_ok(service) || !name_ok(host) || !value)
 		return batch_refuse(b, -EINVAL, "a service entry");
-	return batch_refuse(b, batch_put(b, key_service(fleet_prefix(b->f), service, host), value, lease), "a service entry");
+	return batch_refuse(b, batch_put(b, key_service(fleet_prefix(b->f), service, host), value, lease),
+			    "a service entry");
 }
 
 int fleet_batch_unpublish(struct fleet_batch *b, const char *service, const char *host)
 {
 	if (!name_ok(service) || !name_ok(host))
 		return batch_refuse(b, -EINVAL, "a service entry");
-	return batch_refuse(b, batch_delete(b, key_service(fleet_prefix(b->f), service, host)), "a service entry");
+	return batch_refuse(b, batch_delete(b, key_service(fleet_prefix(b->f), service, host)),
+			    "a service entry");
 }
 
 int fleet_batch_holder(struct fleet_batch *b, const char *host, const char *version,
@@ -177,14 +181,16 @@ int fleet_batch_holder(struct fleet_batch *b, const char *host, const char *vers
 	int r = holder_value(host, version, group, holds, place, &value);
 	if (r < 0)
 		return batch_refuse(b, r, "the slot holder key");
-	return batch_refuse(b, batch_put(b, key_rollout_holder(fleet_prefix(b->f), host), value, lease), "the slot holder key");
+	return batch_refuse(b, batch_put(b, key_rollout_holder(fleet_prefix(b->f), host), value, lease),
+			    "the slot holder key");
 }
 
 int fleet_batch_release_holder(struct fleet_batch *b, const char *host)
 {
 	if (!name_ok(host))
 		return batch_refuse(b, -EINVAL, "the slot holder key");
-	return batch_refuse(b, batch_delete(b, key_rollout_holder(fleet_prefix(b->f), host)), "the slot holder key");
+	return batch_refuse(b, batch_delete(b, key_rollout_holder(fleet_prefix(b->f), host)),
+			    "the slot holder key");
 }
 
 int fleet_batch_failure(struct fleet_batch *b, const char *host, const char *version,
@@ -201,14 +207,16 @@ int fleet_batch_failure(struct fleet_batch *b, const char *host, const char *ver
 		return batch_refuse(b, -EINVAL, "the failed run's record");
 	if ((r = rollout_record_encode(&rec, &value)) < 0)
 		return batch_refuse(b, r, "the failed run's record");
-	return batch_refuse(b, batch_put(b, key_rollout_failed(fleet_prefix(b->f), host), value, 0), "the failed run's record");
+	return batch_refuse(b, batch_put(b, key_rollout_failed(fleet_prefix(b->f), host), value, 0),
+			    "the failed run's record");
 }
 
 int fleet_batch_clear_failure(struct fleet_batch *b, const char *host)
 {
 	if (!name_ok(host))
 		return batch_refuse(b, -EINVAL, "the failed run's record");
-	return batch_refuse(b, batch_delete(b, key_rollout_failed(fleet_prefix(b->f), host)), "the failed run's record");
+	return batch_refuse(b, batch_delete(b, key_rollout_failed(fleet_prefix(b->f), host)),
+			    "the failed run's record");
 }
 
 int fleet_batch_canary(struct fleet_batch *b, const char *host, const char *version,
@@ -224,7 +232,8 @@ int fleet_batch_canary(struct fleet_batch *b, const char *host, const char *vers
 		return batch_refuse(b, -EINVAL, "the canary record");
 	if ((r = rollout_record_encode(&rec, &value)) < 0)
 		return batch_refuse(b, r, "the canary record");
-	return batch_refuse(b, batch_put(b, key_rollout_canary(fleet_prefix(b->f), host), value, 0), "the canary record");
+	return batch_refuse(b, batch_put(b, key_rollout_canary(fleet_prefix(b->f), host), value, 0),
+			    "the canary record");
 }
 
 int fleet_batch_promote(struct fleet_batch *b, const char *version, int64_t trigger,
@@ -251,7 +260,8 @@ int fleet_batch_promote(struct fleet_batch *b, const char *version, int64_t trig
 		return -ENOMEM;
 	if ((r = fleet_batch_if_written_at(b, k_prom, promoted_mod)) < 0)
 		return batch_refuse(b, r, "the promotion");
-	return batch_refuse(b, batch_put(b, TAKE_PTR(k_prom), value, 0), "the promotion");
+	return batch_refuse(b, batch_put(b, TAKE_PTR(k_prom), value, 0),
+			    "the promotion");
 }
 
 int fleet_batch_halt(struct fleet_batch *b, const struct rollout_halt *h)
@@ -281,7 +291,8 @@ int fleet_batch_halt(struct fleet_batch *b, const struct rollout_halt *h)
 	if ((r = fleet_batch_if_written_at(b, k_prev, h->previous_mod)) < 0 ||
 	    (r = batch_put(b, TAKE_PTR(k_cur), to, 0)) < 0)
 		return batch_refuse(b, r, "the halt");
-	return batch_refuse(b, batch_put(b, TAKE_PTR(k_prev), h->rec.version, 0), "the halt");
+	return batch_refuse(b, batch_put(b, TAKE_PTR(k_prev), h->rec.version, 0),
+			    "the halt");
 }
 
 int fleet_batch_dead_holder(struct fleet_batch *b, const struct dead_holder *d)
@@ -301,7 +312,8 @@ int fleet_batch_dead_holder(struct fleet_batch *b, const struct dead_holder *d)
 	if ((r = rollout_record_encode(&rec, &value)) < 0 ||
 	    (r = fleet_batch_if_written_at(b, k_failed, 0)) < 0)
 		return batch_refuse(b, r, "the dead holder's record");
-	return batch_refuse(b, batch_put(b, TAKE_PTR(k_failed), value, 0), "the dead holder's record");
+	return batch_refuse(b, batch_put(b, TAKE_PTR(k_failed), value, 0),
+			    "the dead holder's record");
 }
 
 int fleet_batch_if_written_at(struct fleet_batch *b, const char *key, int64_t revision)
@@ -377,5 +389,6 @@ int fleet_batch_history(struct fleet_batch *b, const char *host, const struct ru
 		return batch_refuse(b, -EINVAL, "the run history");
 	if ((r = run_history_encode(h, &value)) < 0)
 		return batch_refuse(b, r, "the run history");
-	return batch_refuse(b, batch_put(b, key_history(fleet_prefix(b->f), host), value, 0), "the run history");
+	return batch_refuse(b, batch_put(b, key_history(fleet_prefix(b->f), host), value, 0),
+			    "the run history");
 }
