@@ -564,11 +564,8 @@ static int node_on_retry_timer(sd_event_source *s, uint64_t usec, void *userdata
 
 uint64_t node_next_retry_delay(struct node *n)
 {
-	uint64_t delay, paced = node_pace_delay(n);
-
 	n->retry_failures++;
-	delay = backoff_delay(&node_write_backoff, n->retry_failures);
-	return paced > delay ? paced : delay;	/* while etcd is behind, its pace */
+	return node_paced(n, backoff_delay(&node_write_backoff, n->retry_failures));
 }
 
 void node_retry_later(struct node *n)

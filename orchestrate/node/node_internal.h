@@ -382,6 +382,8 @@ void node_pace_strained(struct node *n, const char *why, uint64_t waited);
 void node_pace_answered(struct node *n, int error, uint64_t sent);
 /* How long the node's next write waits first: 0 at full speed. */
 uint64_t node_pace_delay(struct node *n);
+/* A retry's delay: the larger of its backoff delay and the pace's. */
+uint64_t node_paced(struct node *n, uint64_t delay);
 
 /* node_lease.c */
 /* The first registration, asynchronous: done(n, 0 or the error) at its end. */

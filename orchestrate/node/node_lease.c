@@ -289,10 +289,7 @@ static uint64_t node_keepalive_retry(struct node *n)
  * at a write every 2 s per node: that is what keeps a busy etcd busy. */
 static uint64_t node_register_retry(struct node *n)
 {
-	uint64_t delay = backoff_delay(&node_write_backoff, ++n->lease.keepalive_failures);
-	uint64_t paced = node_pace_delay(n);
-
-	return paced > delay ? paced : delay;	/* and its pace (node_pace.c) */
+	return node_paced(n, backoff_delay(&node_write_backoff, ++n->lease.keepalive_failures));
 }
 
 /* The leased keys' txn ended (node_write.c). */

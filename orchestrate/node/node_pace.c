@@ -101,3 +101,9 @@ uint64_t node_pace_delay(struct node *n)
 {
 	return pace_delay(&n->pace);
 }
+
+uint64_t node_paced(struct node *n, uint64_t delay)
+{
+	uint64_t paced = pace_delay(&n->pace);
+	return paced > delay ? paced : delay;
+}

@@ -180,11 +180,7 @@ static int node_on_write_resend(sd_event_source *s, uint64_t usec, void *userdat
 static void node_write_later(struct node *n, int error, bool was_question)
 {
 	struct node_write *w = n->write;
-	uint64_t delay = backoff_delay(&node_write_backoff, ++w->failures);
-	uint64_t paced = node_pace_delay(n);
-
-	if (paced > delay)
-		delay = paced;	/* while etcd is behind, its pace (node_pace.c) */
+	uint64_t delay = node_paced(n, backoff_delay(&node_write_backoff, ++w->failures));
 
 	log_warnx("cannot %s %s%s: %s; asking etcd whether it was applied in %.1f s",
 		  was_question ? "ask whether" : "write", w->what,
