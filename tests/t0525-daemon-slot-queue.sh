@@ -42,6 +42,14 @@ all_at () {
 	for n in $NODES; do node_at $n "$1" || return 1; done
 }
 
+# scans  — the sum of every node's orchestrate_slot_queue_scans_total: looks
+# that had etcd read the whole queue, since the tail named nobody ahead.
+scans () {
+	for n in $NODES; do
+		sed -n "s/^orchestrate_slot_queue_scans_total //p" $n/metrics.prom
+	done | awk '{ s += $1 } END { print s + 0 }'
+}
+
 # holder_order  — the queue's hosts, first first.
 holder_order () {
 	etcdctl_ get --prefix --keys-only --sort-by=CREATE --order=ASCEND /rollout/holders/ |
@@ -63,11 +71,11 @@ test_expect_success 'setup: twelve nodes at v1, max_parallel 2' '
 test_expect_success 'a rollout: never more than 2 at once, a few events per node' '
 	: >"$TRASH/runs.log" &&
 	sleep 1 &&
-	e0=$(events) && r0=$(reads) &&
+	e0=$(events) && r0=$(reads) && s0=$(scans) &&
 	etcdctl_put /current_version v2 &&
 	wait_for "all_at v2" 60 &&
 	sleep 1 &&
-	e1=$(events) && r1=$(reads) &&
+	e1=$(events) && r1=$(reads) && s1=$(scans) &&
 	echo "events in all: $(( e1 - e0 )), per node: $(( (e1 - e0) / 12 ));" \
 		"reads of the queue: $(( r1 - r0 ))" >"$TRASH/events.txt" &&
 	test "$(grep -c config-start "$TRASH/runs.log")" = 12 &&
@@ -79,7 +87,11 @@ test_expect_success 'a rollout: never more than 2 at once, a few events per node
 	test $(( e1 - e0 )) -lt $(( 12 * 8 )) &&
 	# one read each, when it queues: the mark of the host just ahead says
 	# where it stood (a read again on each mark made 22)
-	test $(( r1 - r0 )) -le 15
+	test $(( r1 - r0 )) -le 15 &&
+	# and none of them read the whole queue: the tail named the host
+	# just ahead each time
+	test $(( s1 - s0 )) = 0 &&
+	echo "$NODES" | grep -qw "$(etcdctl_get /rollout_tail)"
 '
 test -f "$TRASH/events.txt" && sed "s/^/# /" "$TRASH/events.txt"
 
@@ -119,6 +131,51 @@ test_expect_success 'the dead node restarts and converges too' '
 	start_node $dead &&
 	wait_for "node_at $dead v3" 30 &&
 	test "$(most_at_once "$TRASH/runs.log")" -le 1
+'
+
+# all_queued VERSION  — every node of NODES has its key in the queue, or
+# started its run at VERSION: none of them queues any more.
+all_queued () {
+	{ holder_order; sed -n "s/^config-start \([^ ]*\) $1 .*/\1/p" "$TRASH/runs.log"; } |
+		sort -u | grep -cxF "$(echo $NODES | tr " " "\n")" | grep -qx 12
+}
+
+# late_metric NODE NAME  — orchestrate_slot_queue_NAME_total of NODE.
+late_metric () {
+	sed -n "s/^orchestrate_slot_queue_$2_total //p" $1/metrics.prom
+}
+
+# A tail that does not check out: late1 finds a value that names no host,
+# and reads the whole queue instead (a scan); late2 finds a host with no key
+# (as when the host that queued just before it left), and steps back along
+# the tail's history to the host before it: late1, no scan.
+test_expect_success 'a tail that names no host ahead costs a scan or a step back, not a place' '
+	: >"$TRASH/runs.log" &&
+	for n in $NODES; do echo 1 >$n/config.sleep; done &&
+	s0=$(scans) &&
+	etcdctl_put /current_version v4 &&
+	wait_for "all_queued v4" 30 &&
+	for late in late1 late2; do
+		if test $late = late1
+		then etcdctl_put /rollout_tail "../holders/q01"
+		else etcdctl_put /rollout_tail ghost
+		fi &&
+		node_setup $late &&
+		sed -i "s|^paths:\$|paths:\n  metrics_file: $TRASH/$late/metrics.prom|" \
+			$late/orchestrate.yaml &&
+		start_node $late &&
+		wait_for "test \"0\$(late_metric $late reads)\" -ge 1" 30 || return 1
+	done &&
+	test "$(late_metric late1 scans)" -ge 1 &&
+	test "$(late_metric late2 scans)" = 0 &&
+	for n in $NODES late1 late2; do
+		wait_for "node_at $n v4" 90 || return 1
+	done &&
+	test "$(most_at_once "$TRASH/runs.log")" -le 1 &&
+	test "$(sed -n "s/^config-start \(late[12]\) v4 .*/\1/p" "$TRASH/runs.log" | tr "\n" " ")" = "late1 late2 " &&
+	# the tail was whole while the others queued: none of them scanned
+	test "$(scans)" = "$s0" &&
+	test -z "$(etcdctl_keys /rollout/holders/)"
 '
 
 stop_all_nodes

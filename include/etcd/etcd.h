@@ -307,9 +307,10 @@ struct etcd_range {
 	unsigned flags;			/* ETCD_KEYS_ONLY, ETCD_COUNT_ONLY, ... */
 	long limit;			/* ETCD_NEWEST_FIRST: at most this many keys... */
 	int64_t max_create_revision;	/* ...created at or before this revision */
-	/* ETCD_COUNT_ONLY alone: counted at this earlier revision (0: the
-	 * snapshot's).  etcd counts from its index, whatever the revision,
-	 * without reading a key: how many keys a range held back then. */
+	/* A count (ETCD_COUNT_ONLY) or one key (not prefix): read at this
+	 * earlier revision (0: the snapshot's), which never pages.  etcd
+	 * counts from its index, whatever the revision, without reading a
+	 * key: how many keys a range held back then. */
 	int64_t revision;
 };
 typedef void (*etcd_snapshot_fn)(int error, struct etcd_kv_list *lists, size_t n,

@@ -363,6 +363,10 @@ int fleet_batch_holder(struct fleet_batch *b, const char *host, const char *vers
 		       const char *group, bool holds, const struct queue_place *place,
 		       int64_t lease);
 int fleet_batch_release_holder(struct fleet_batch *b, const char *host);
+/* The host queued last: written in the txn that creates the host's key in
+ * the slot queue, after it, so that the host queueing next finds the key
+ * just ahead of its own without reading the queue (fleet_queue.h). */
+int fleet_batch_queue_tail(struct fleet_batch *b, const char *host);
 /*
  * Guards, for the fleet layer's own use (fleet_model_guard_start() builds the
  * one the node needs; nothing above the fleet layer names a key): the batch is

@@ -15,6 +15,20 @@
  *    which the releases since count down; when that revision was compacted,
  *    it reads the few keys just ahead instead (newest first, at most a
  *    limit: exact below it);
+ *  - who is just ahead comes from the tail, P/rollout_tail: each host
+ *    names itself there in the txn that creates its key, so the tail as
+ *    it was at the revision before the node's key names the host that
+ *    queued just before it, and that host's key, read next, is the one
+ *    just ahead when it was created at the tail's mod revision (the same
+ *    txn).  Two reads of a key each, where etcd would read and sort the
+ *    whole queue to find the newest key created before the node's (the
+ *    scan), which grows with the queue: at 1,000 hosts queued at once the
+ *    scans were a fifth of etcd's CPU.  When that host left, the tail as it
+ *    was before that host's key names the one before it, and so on back,
+ *    a small request a step; the look scans only when the tail does not
+ *    check out (a value that names no host, a host that queued again, the
+ *    tail's history compacted, a role from before the tail, or more than a
+ *    few steps back);
  *  - a node that is not next watches the key just ahead of it alone: that
  *    host taking its slot (the mark) or leaving is the only thing that can
  *    move the node to the front.  The mark carries where that host stood
@@ -61,11 +75,18 @@ struct queue_look {
 	char *next;		/* the host just ahead; NULL: none */
 	int64_t next_created;	/* its key's create revision */
 	bool next_holds;	/* it took its slot */
-	/* The question, for the answer. */
+	bool scanned;		/* it read the queue itself (the tail did not do) */
+	/* The question, for the answer, and the steps between. */
 	int64_t asked_created;
 	size_t limit;
 	fleet_queue_look_fn fn;
 	void *userdata;
+	struct fleet *f;
+	char *host;
+	long patience_ms;
+	struct etcd_call **call;	/* the caller's: the step in flight */
+	int64_t tail_written;		/* the mod revision of the tail followed */
+	unsigned walked;		/* steps back along the tail's history */
 };
 void queue_look_release(struct queue_look *l);
 

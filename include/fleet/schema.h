@@ -13,7 +13,7 @@
  *   P/rollout/policy                     P/rollout/holders/HOST
  *   P/groups/GROUP/HOST                  P/pause/global
  *   P/pause/groups/GROUP                 P/pause/hosts/HOST
- *   P/history/HOST
+ *   P/history/HOST                       P/rollout_tail
  *
  * The prefix P is used as given ("" by default) with one "/" between it and the
  * layout; a trailing "/" on P is ignored, so "/fleet" and "/fleet/" are the same.
@@ -87,6 +87,8 @@ char *key_rollout_policy(const char *prefix);
 char *key_rollout_dir(const char *prefix);				/* P/rollout/ */
 char *key_rollout_holders_dir(const char *prefix);
 char *key_rollout_holder(const char *prefix, const char *host);
+/* P/rollout_tail: the host that queued last (fleet_queue.h) */
+char *key_rollout_tail(const char *prefix);
 char *key_rollout_failed_dir(const char *prefix);			/* P/rollout/failed/ */
 char *key_rollout_failed(const char *prefix, const char *host);
 char *key_rollout_canary_dir(const char *prefix);			/* P/rollout/canary/ */

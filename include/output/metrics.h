@@ -37,6 +37,7 @@ struct metrics {
 	uint64_t watch_events;
 	uint64_t lease_regrants;
 	uint64_t slot_queue_reads;
+	uint64_t slot_queue_scans;	/* ...that read the whole queue */
 	uint64_t etcd_strains;		/* signs etcd was behind (node_pace.c) */
 	uint64_t pace_usec;		/* the window writes are spread over, 0: none */
 	const char *const *states;	/* every state name, in order */

@@ -617,9 +617,10 @@ static int snapshot_new(const struct etcd_range *ranges, size_t n, struct etcd_s
 		sr->limit = ranges[i].limit;
 		sr->max_create_revision = ranges[i].max_create_revision;
 		sr->at = ranges[i].revision;
-		if (sr->at < 0 || (sr->at > 0 && !(sr->flags & ETCD_COUNT_ONLY))) {
+		if (sr->at < 0 || (sr->at > 0 && !(sr->flags & ETCD_COUNT_ONLY) &&
+				   ranges[i].prefix)) {
 			snapshot_free(s);
-			return -EINVAL;	/* a count never pages: only it may */
+			return -EINVAL;	/* a count or one key never pages: only they may */
 		}
 		if ((sr->flags & ETCD_NEWEST_FIRST) &&
 		    (sr->limit <= 0 || sr->max_create_revision <= 0 ||

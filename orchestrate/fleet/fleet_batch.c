@@ -193,6 +193,16 @@ int fleet_batch_release_holder(struct fleet_batch *b, const char *host)
 			    "the slot holder key");
 }
 
+int fleet_batch_queue_tail(struct fleet_batch *b, const char *host)
+{
+	if (!name_ok(host))
+		return batch_refuse(b, -EINVAL, "the slot queue's tail");
+	/* No lease: a tail that outlives its host names a key that is gone,
+	 * which the look finds out and reads the queue instead. */
+	return batch_refuse(b, batch_put(b, key_rollout_tail(fleet_prefix(b->f)), host, 0),
+			    "the slot queue's tail");
+}
+
 int fleet_batch_failure(struct fleet_batch *b, const char *host, const char *version,
 			int64_t trigger, long attempts, const char *stage)
 {

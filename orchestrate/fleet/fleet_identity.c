@@ -114,6 +114,10 @@ int fleet_identity_grants(const char *P, const char *host, const char *group,
 		r = grants_add(&g, key_running_version(P, host), false, FLEET_PERM_READWRITE);
 	if (r >= 0)
 		r = grants_add(&g, key_rollout_holder(P, host), false, FLEET_PERM_READWRITE);
+	/* the slot queue's tail, shared: each host names itself there as it
+	 * queues (a wrong name costs the host behind a read of the queue) */
+	if (r >= 0)
+		r = grants_add(&g, key_rollout_tail(P), false, FLEET_PERM_READWRITE);
 	/* its run history, read back at start and rewritten by each run's end */
 	if (r >= 0)
 		r = grants_add(&g, key_history(P, host), false, FLEET_PERM_READWRITE);

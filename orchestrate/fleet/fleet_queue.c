@@ -37,10 +37,47 @@ static char *holder_host(const struct etcd_kv *kv)
 void queue_look_release(struct queue_look *l)
 {
 	free(l->next);
+	free(l->host);
 	*l = (struct queue_look){ 0 };
 }
 
-static void look_on_read(int error, struct etcd_kv_list *lists, size_t n, int64_t revision,
+static void look_finish(struct queue_look *l, int r)
+{
+	l->fn(r < 0 ? r : 0, l, l->userdata);
+}
+
+/* The node's own key, as read with the rest of a look at revision. */
+static void look_own(struct queue_look *l, const struct etcd_kv_list *own, int64_t revision)
+{
+	l->revision = revision;
+	l->created = own->n == 1 ? own->kvs[0].create_revision : 0;
+	l->moved = l->created != 0 && l->created != l->asked_created;
+}
+
+/* How many keys were ahead when the node's key was created: a count at the
+ * revision before it (lists[i].revision). */
+static int look_count(struct queue_look *l, const struct etcd_kv_list *count)
+{
+	if (count->count < 0 || count->count > INT_MAX)
+		return -EPROTO;
+	l->ahead = (size_t)count->count;
+	l->exact = true;
+	l->counted_at = count->revision;
+	return 0;
+}
+
+static int look_next(struct queue_look *l, const struct etcd_kv *next)
+{
+	free(l->next);
+	l->next = holder_host(next);
+	l->next_created = next->create_revision;
+	l->next_holds = holder_holds(next);
+	return l->next ? 0 : -EPROTO;	/* not a holder's key: nothing to follow */
+}
+
+/* The scan's answer: the key just ahead, newest first, and a count, or the
+ * keys ahead up to the limit (the count's revision was compacted). */
+static void look_on_scan(int error, struct etcd_kv_list *lists, size_t n, int64_t revision,
 			 void *userdata)
 {
 	struct queue_look *l = userdata;
@@ -49,66 +86,201 @@ static void look_on_read(int error, struct etcd_kv_list *lists, size_t n, int64_
 	if (r >= 0 && n != (l->limit ? 2u : 3u))
 		r = -EPROTO;
 	if (r >= 0) {
-		l->revision = revision;
-		if (lists[1].n == 1) {
-			l->created = lists[1].kvs[0].create_revision;
-			l->moved = l->created != l->asked_created;
-		}
+		look_own(l, &lists[1], revision);
 		if (l->limit) {
 			l->ahead = lists[0].n;
 			l->exact = lists[0].n < l->limit;
 			l->counted_at = revision;
-		} else if (lists[2].count < 0 || lists[2].count > INT_MAX) {
-			r = -EPROTO;
-		} else {
-			l->ahead = (size_t)lists[2].count;
-			l->exact = true;
-			l->counted_at = lists[2].revision;
-		}
-		if (r >= 0 && lists[0].n > 0) {
-			const struct etcd_kv *next = &lists[0].kvs[0];	/* the newest first */
-			l->next = holder_host(next);
-			l->next_created = next->create_revision;
-			l->next_holds = holder_holds(next);
-			if (!l->next)
-				r = -EPROTO;	/* not a holder's key: nothing to follow */
-		}
+		} else
+			r = look_count(l, &lists[2]);
+		if (r >= 0 && lists[0].n > 0)
+			r = look_next(l, &lists[0].kvs[0]);	/* the newest first */
 	}
-	l->fn(r < 0 ? r : 0, l, l->userdata);
+	look_finish(l, r);
+}
+
+/*
+ * The scan: the queue read newest first from the key just before the
+ * node's.  etcd 3.4 answers it by reading and sorting the whole queue, so
+ * it is what the look falls back on: the revision before the node's key
+ * was compacted (a limit), or the tail did not name the key just ahead.
+ */
+static int look_scan(struct queue_look *l)
+{
+	_cleanup_(freep) char *dir = key_rollout_holders_dir(fleet_prefix(l->f));
+	_cleanup_(freep) char *own = key_rollout_holder(fleet_prefix(l->f), l->host);
+	if (!dir || !own)
+		return -ENOMEM;
+	const struct etcd_range ranges[] = {
+		{ .key = dir, .prefix = true, .flags = ETCD_NEWEST_FIRST | ETCD_SERIALIZABLE,
+		  .limit = l->limit ? (long)l->limit : 1,
+		  .max_create_revision = l->asked_created - 1 },
+		{ .key = own, .flags = ETCD_SERIALIZABLE },
+		{ .key = dir, .prefix = true, .flags = ETCD_COUNT_ONLY | ETCD_SERIALIZABLE,
+		  .revision = l->asked_created - 1 },
+	};
+	l->scanned = true;
+	return etcd_snapshot_start(l->f->etcd, ranges, l->limit ? 2 : 3, 0, l->patience_ms,
+				   look_on_scan, l, l->call);
+}
+
+static void look_scan_or_finish(struct queue_look *l)
+{
+	int r = look_scan(l);
+	if (r < 0)
+		look_finish(l, r);
+}
+
+/*
+ * How far back the tail's history is followed past hosts gone from the
+ * queue before the look scans instead: each step is a small request, a scan
+ * one that grows with the queue.
+ */
+#define LOOK_WALK_MAX 8
+
+static void look_on_named(int error, struct etcd_kv_list *lists, size_t n, int64_t revision,
+			  void *userdata);
+
+/* The host a tail (as it was at some revision) names: its key's name, when
+ * a host other than this one, and the tail's mod revision. */
+static char *tail_named(const struct queue_look *l, const struct etcd_kv_list *tail,
+			int64_t *ret_written)
+{
+	if (tail->n != 1 || !tail->kvs[0].value || tail->kvs[0].mod_revision <= 1)
+		return NULL;
+	_cleanup_(freep) char *named = strndup(tail->kvs[0].value, tail->kvs[0].value_len);
+	if (!named || strlen(named) != tail->kvs[0].value_len || !schema_name_valid(named) ||
+	    strcmp(named, l->host) == 0)
+		return NULL;
+	*ret_written = tail->kvs[0].mod_revision;
+	return key_rollout_holder(fleet_prefix(l->f), named);
+}
+
+/* Reads the key of the host a tail named (key, the tail written at
+ * written) with the node's own, and the tail before that host's: the next
+ * step back, should that host be gone. */
+static int look_ask_named(struct queue_look *l, const char *key, int64_t written)
+{
+	_cleanup_(freep) char *own = key_rollout_holder(fleet_prefix(l->f), l->host);
+	_cleanup_(freep) char *tail = key_rollout_tail(fleet_prefix(l->f));
+	if (!own || !tail)
+		return -ENOMEM;
+	const struct etcd_range ranges[] = {
+		{ .key = key, .flags = ETCD_SERIALIZABLE },
+		{ .key = own, .flags = ETCD_SERIALIZABLE },
+		{ .key = tail, .flags = ETCD_SERIALIZABLE, .revision = written - 1 },
+	};
+	l->tail_written = written;
+	return etcd_snapshot_start(l->f->etcd, ranges, 3, 0, l->patience_ms, look_on_named, l,
+				   l->call);
+}
+
+/* A step back along the tail to the host it named, or a scan. */
+static void look_follow_tail(struct queue_look *l, const struct etcd_kv_list *tail)
+{
+	int64_t written = 0;
+	_cleanup_(freep) char *key = l->walked < LOOK_WALK_MAX ? tail_named(l, tail, &written)
+							       : NULL;
+	int r;
+
+	l->walked++;
+	if (!key)
+		r = look_scan(l);	/* no tail, not a host ahead, or far back */
+	else
+		r = look_ask_named(l, key, written);
+	if (r < 0)
+		look_finish(l, r);
+}
+
+/* The host the tail named: just ahead when its key is the one created with
+ * that tail (the same txn, so at the tail's mod revision); when gone since,
+ * or queued again, the host the tail named before it is next in line. */
+static void look_on_named(int error, struct etcd_kv_list *lists, size_t n, int64_t revision,
+			  void *userdata)
+{
+	struct queue_look *l = userdata;
+
+	if (error == -ESTALE || error == -EACCES) {
+		look_scan_or_finish(l);	/* the tail back then is compacted */
+		return;
+	}
+	if (error < 0 || n != 3) {
+		look_finish(l, error < 0 ? error : -EPROTO);
+		return;
+	}
+	look_own(l, &lists[1], revision);
+	if (l->created == 0 || l->moved) {
+		look_finish(l, 0);	/* the caller queues or looks again */
+		return;
+	}
+	if (lists[0].n == 1 && lists[0].kvs[0].create_revision == l->tail_written) {
+		look_finish(l, look_next(l, &lists[0].kvs[0]));
+		return;
+	}
+	look_follow_tail(l, &lists[2]);
+}
+
+/* The first step: the node's own key, and, at the revision before it, the
+ * tail and the count. */
+static void look_on_tail(int error, struct etcd_kv_list *lists, size_t n, int64_t revision,
+			 void *userdata)
+{
+	struct queue_look *l = userdata;
+	int r = error;
+
+	if (r == -EACCES) {
+		/* A role from before the tail: it may not read it. */
+		look_scan_or_finish(l);
+		return;
+	}
+	if (r >= 0 && n != 3)
+		r = -EPROTO;
+	if (r >= 0) {
+		look_own(l, &lists[0], revision);
+		r = look_count(l, &lists[2]);
+	}
+	if (r < 0 || l->created == 0 || l->moved || l->ahead == 0) {
+		look_finish(l, r);	/* nobody ahead: nothing to follow */
+		return;
+	}
+	look_follow_tail(l, &lists[1]);
 }
 
 int fleet_queue_look_start(struct fleet *f, const char *host, int64_t created, size_t limit,
 			   long patience_ms, struct queue_look *l, fleet_queue_look_fn fn,
 			   void *userdata, struct etcd_call **ret)
 {
-	_cleanup_(freep) char *dir = key_rollout_holders_dir(fleet_prefix(f));
-	_cleanup_(freep) char *own = schema_name_valid(host)
-					     ? key_rollout_holder(fleet_prefix(f), host) : NULL;
-
 	if (created <= 1 || limit > LONG_MAX || !schema_name_valid(host))
 		return -EINVAL;
-	if (!dir || !own)
+	queue_look_release(l);
+	*l = (struct queue_look){ .asked_created = created, .limit = limit, .fn = fn,
+				  .userdata = userdata, .f = f, .host = strdup(host),
+				  .patience_ms = patience_ms, .call = ret };
+	if (!l->host)
 		return -ENOMEM;
+	if (limit)
+		return look_scan(l);
+
 	/* Serializable: from what the member applied, with no wait for its
 	 * apply queue (a trigger's burst of queue writes fills it).  A look is
 	 * exact at its own revision whatever its age, since the stream that
 	 * follows resumes from there; one older than the node's own key is
-	 * asked again by the caller (queue_look.revision).  etcd 3.4 answers
-	 * the newest-first range by reading and sorting the whole queue, so
-	 * it asks for one key when it can: the count that says how many, at
-	 * the revision before the node's key, comes from etcd's index. */
+	 * asked again by the caller (queue_look.revision).  The count, at the
+	 * revision before the node's key, and the tail then, which names the
+	 * host that queued just before it, come from etcd's index and one
+	 * key: no read of the queue. */
+	_cleanup_(freep) char *dir = key_rollout_holders_dir(fleet_prefix(f));
+	_cleanup_(freep) char *own = key_rollout_holder(fleet_prefix(f), host);
+	_cleanup_(freep) char *tail = key_rollout_tail(fleet_prefix(f));
+	if (!dir || !own || !tail)
+		return -ENOMEM;
 	const struct etcd_range ranges[] = {
-		{ .key = dir, .prefix = true, .flags = ETCD_NEWEST_FIRST | ETCD_SERIALIZABLE,
-		  .limit = limit ? (long)limit : 1, .max_create_revision = created - 1 },
 		{ .key = own, .flags = ETCD_SERIALIZABLE },
+		{ .key = tail, .flags = ETCD_SERIALIZABLE, .revision = created - 1 },
 		{ .key = dir, .prefix = true, .flags = ETCD_COUNT_ONLY | ETCD_SERIALIZABLE,
 		  .revision = created - 1 },
 	};
-	queue_look_release(l);
-	*l = (struct queue_look){ .asked_created = created, .limit = limit, .fn = fn,
-				  .userdata = userdata };
-	return etcd_snapshot_start(f->etcd, ranges, limit ? 2 : 3, 0, patience_ms, look_on_read,
-				   l, ret);
+	return etcd_snapshot_start(f->etcd, ranges, 3, 0, patience_ms, look_on_tail, l, ret);
 }
 
 int fleet_queue_stream_start(struct fleet *f, const char *next, int64_t from, uint64_t idle_ms,

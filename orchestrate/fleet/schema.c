@@ -386,6 +386,13 @@ char *key_rollout_holder(const char *prefix, const char *host)
 	return key_build(prefix, false, W("rollout"), W("holders"), N(host), END);
 }
 
+/* Outside rollout/, so that the daemon's stream over rollout/ (which leaves
+ * out holders/ too) is not sent a put of it each time a host queues. */
+char *key_rollout_tail(const char *prefix)
+{
+	return key_build(prefix, false, W("rollout_tail"), END);
+}
+
 /* The rollout's safety records (orchestrate(1), "Key layout"): each names the
  * trigger (current_version's mod revision) it belongs to, so that a new
  * trigger leaves the old ones without effect. */
@@ -523,7 +530,7 @@ const char *key_class(const char *prefix, const char *key)
 	static const char *const classes[] = {
 		"status/puppet/", "status/validation/", "status/provisioned/",
 		"rollout/holders/", "rollout/policy", "rollout/failed/", "rollout/canary/",
-		"rollout/halted", "rollout/promoted", "pause/", "running_version/",
+		"rollout/halted", "rollout/promoted", "rollout_tail", "pause/", "running_version/",
 		"available_services/", "alive/", "groups/", "current_version",
 		"previous_version", "history/",
 	};

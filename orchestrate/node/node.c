@@ -238,6 +238,7 @@ static void node_write_metrics(struct node *n)
 		.watch_events = fleet_client_events(&n->fleet),
 		.lease_regrants = n->lease.regrants,
 		.slot_queue_reads = n->queue.reads,
+		.slot_queue_scans = n->queue.scans,
 		.etcd_strains = n->pace_strains,
 		.pace_usec = n->pace.window,
 		.states = node_state_names,

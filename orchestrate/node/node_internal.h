@@ -159,6 +159,8 @@ struct node_queue {
 	bool count_compacted;		/* the count before its key is gone: read ahead */
 	uint64_t releases;		/* releases seen while first (progress_deadline) */
 	uint64_t reads;			/* looks sent (the metrics) */
+	uint64_t scans;			/* ...that read the queue itself */
+	bool no_tail;			/* etcd refused the tail: written no more */
 	uint64_t look_sent;		/* when the last look went (node_pace.c) */
 	/* Holders that were running when their key went (the first waiter's
 	 * dead-holder checks): host, and the deletion's revision. */
@@ -549,6 +551,12 @@ bool node_failed_here(const struct node *n);
  * queue write's, or the registration's that put it again): it is looked at
  * from there. */
 void node_queue_enter(struct node *n, int64_t created);
+/* The txn that creates the node's key names it the queue's tail too, after
+ * the key (fleet_queue.h), unless etcd refused that: node_queue_tail_refused()
+ * takes the failure of such a txn, and true says it is worth sending again
+ * without the tail (a role from before it, logged once). */
+int node_queue_batch_tail(struct node *n, struct fleet_batch *b);
+bool node_queue_tail_refused(struct node *n, int error);
 /* Its key is gone (released, or never written): nothing more to follow. */
 void node_queue_leave(struct node *n);
 /* How many holders are ahead of the node's key: 1 and *ret_ahead (exact

@@ -133,9 +133,12 @@ static int node_batch_leased_keys(struct node *n, struct fleet_batch *b)
 	if (n->run.running_published &&
 	    (r = fleet_batch_running_version(b, n->host, n->run.running_published, n->lease.id)) < 0)
 		return r;
+	/* Its key is created again: named the tail too, or the host queueing
+	 * next would take the one named before it for the key just ahead. */
 	if (n->rollout.slot != SLOT_NONE &&
-	    (r = fleet_batch_holder(b, n->host, n->run.version ? n->run.version : n->sync.model.desired,
-				    cfg->group, node_slot_held(n), NULL, n->lease.id)) < 0)
+	    ((r = fleet_batch_holder(b, n->host, n->run.version ? n->run.version : n->sync.model.desired,
+				     cfg->group, node_slot_held(n), NULL, n->lease.id)) < 0 ||
+	     (r = node_queue_batch_tail(n, b)) < 0))
 		return r;
 	return 0;
 }
@@ -167,6 +170,7 @@ static void node_register_end(struct node *n, int r)
  * rollout holder and alive again. */
 static void node_on_first_keys(struct node *n, int r)
 {
+	node_queue_tail_refused(n, r);	/* the retry goes without it */
 	if (r >= 0)
 		node_slot_key_rewritten(n, node_write_revision(n));
 	node_register_end(n, r);
@@ -296,6 +300,7 @@ static uint64_t node_register_retry(struct node *n)
 static void node_reregistered(struct node *n, int r)
 {
 	n->lease.reregistering = false;
+	node_queue_tail_refused(n, r);	/* the retry goes without it */
 	if (r < 0) {
 		/* When etcd's queue outlasted the new lease too, etcd says it
 		 * is not found (NotFound, -EINVAL): the next try needs a lease

@@ -149,6 +149,8 @@ static void node_on_look(int error, struct queue_look *l, void *userdata)
 
 	q->read = NULL;
 	node_pace_answered(n, error, q->look_sent);
+	if (l->scanned)
+		q->scans++;
 	if (error == -ESTALE && l->limit == 0) {
 		/* The revision before its key was compacted (a long wait):
 		 * the keys just ahead are read instead, at most a limit. */
@@ -198,6 +200,25 @@ static void node_on_look(int error, struct queue_look *l, void *userdata)
 			node_queue_stop_stream(n);
 	}
 	node_schedule_evaluate(n);
+}
+
+int node_queue_batch_tail(struct node *n, struct fleet_batch *b)
+{
+	if (n->queue.no_tail)
+		return 0;
+	return fleet_batch_queue_tail(b, n->host);
+}
+
+bool node_queue_tail_refused(struct node *n, int error)
+{
+	if (error != -EACCES || n->queue.no_tail)
+		return false;
+	log_warnx("etcd refused a write with the slot queue's tail (%s): queueing without it "
+		  "until orchestrated restarts; the hosts behind this one then read the whole "
+		  "queue to find it (run node_identity again to grant the tail)",
+		  node_etcd_error(n));
+	n->queue.no_tail = true;
+	return true;
 }
 
 void node_queue_enter(struct node *n, int64_t created)

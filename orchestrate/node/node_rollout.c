@@ -341,6 +341,10 @@ static int node_count_alive(struct node *n, int64_t since, long *ret)
 /* The queueing txn ended (node_write.c). */
 static void node_queued(struct node *n, int r)
 {
+	if (node_queue_tail_refused(n, r)) {
+		node_schedule_evaluate(n);	/* at once, without the tail */
+		return;
+	}
 	if (r < 0) {
 		log_warnx("cannot take a rollout slot: %s", node_etcd_error(n));
 		node_pending_said(n, NULL);
@@ -371,6 +375,7 @@ static int node_queue(struct node *n)
 	if ((r = fleet_batch_new(&n->fleet, &b)) < 0 ||
 	    (r = fleet_batch_holder(b, n->host, n->sync.model.desired, n->opt.config->group,
 				    false, NULL, n->lease.id)) < 0 ||
+	    (r = node_queue_batch_tail(n, b)) < 0 ||
 	    (say && (r = fleet_batch_status_extra(b, n->host, STATUS_PUPPET, STATE_PENDING,
 						  n->sync.model.desired, -1, detail, &x)) < 0)) {
 		fleet_batch_free(b);

@@ -108,6 +108,11 @@ int metrics_render(const struct metrics *m, struct buf *out)
 			"Reads of the node's place in a rollout's slot queue.")) < 0 ||
 	    (r = buf_printf(out, "orchestrate_slot_queue_reads_total %llu\n",
 			    (unsigned long long)m->slot_queue_reads)) < 0 ||
+	    (r = metrics_family(out, "orchestrate_slot_queue_scans_total", "counter",
+			"Of those reads, the ones that read the whole queue, since the queue's "
+			"tail did not name the host just ahead.")) < 0 ||
+	    (r = buf_printf(out, "orchestrate_slot_queue_scans_total %llu\n",
+			    (unsigned long long)m->slot_queue_scans)) < 0 ||
 	    (r = metrics_family(out, "orchestrate_etcd_strains_total", "counter",
 			"Signs that etcd was behind (an answer slower than a second, a request "
 			"that failed or got no answer in time) for which the node slowed its "

@@ -312,7 +312,27 @@ int main(void)
 		const struct etcd_range old_keys[] = {
 			{ .key = "q/", .prefix = true, .revision = created[1] } };
 		is_int(etcd_snapshot_start(c, old_keys, 1, 0, 10000, on_snapshot, &th, &call),
-		       -EINVAL, "only a count has a revision of its own");
+		       -EINVAL, "a prefix of keys has no revision of its own: only a count");
+		/* One key as it was (the slot queue's tail before a host
+		 * queued): q/a, since rewritten and deleted, at q/b's
+		 * creation, beside the snapshot's own range. */
+		const struct etcd_range was[] = {
+			{ .key = "q/a", .revision = created[1] },
+			{ .key = "q/a" },
+		};
+		struct result wa = { 0 };
+		r = etcd_snapshot_start(c, was, 2, 0, 10000, on_snapshot, &wa, &call);
+		r = r < 0 ? r : drive(e, &wa);
+		ok(r == 0 && wa.error == 0 && wa.n == 2, "one key at an earlier revision read (%d)",
+		   wa.error);
+		ok(wa.lists[0].n == 1 && wa.lists[0].kvs[0].value_len == 1 &&
+		   wa.lists[0].kvs[0].value[0] == 'a' &&
+		   wa.lists[0].kvs[0].mod_revision == created[0],
+		   "q/a as it was then: 'a', written at its creation");
+		ok(wa.lists[0].revision == created[1], "read at the revision asked");
+		is_int((long long)wa.lists[1].n, 0, "and gone now, in the same request");
+		for (size_t i = 0; i < 2; i++)
+			etcd_kv_list_release(&wa.lists[i]);
 	}
 
 	/* The first waiter's stream: deletions only, each with the key as it
