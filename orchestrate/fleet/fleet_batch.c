@@ -39,6 +39,7 @@ struct fleet_batch {
 	size_t ops;
 	size_t compares;
 	bool sent;		/* by fleet_batch_commit_start(), settled */
+	bool refused;		/* an adder refused: its error is the one told */
 };
 
 int fleet_batch_new(struct fleet *f, struct fleet_batch **ret)
@@ -89,12 +90,15 @@ static int batch_delete(struct fleet_batch *b, char *key)
  * refuse (a bug, or a hostile value passed on), or no memory.  Whoever made
  * the batch reports a failed write with the client's last error, which would
  * otherwise name an older etcd failure, or "no error", for a write that etcd
- * never saw.  Returns r.
+ * never saw.  The first refusal is the one told: a caller that goes on
+ * adding after it (and checks once at the end) would otherwise report the
+ * last.  Returns r.
  */
 static int batch_refuse(struct fleet_batch *b, int r, const char *what)
 {
-	if (r >= 0 || !b->f->etcd)
+	if (r >= 0 || !b->f->etcd || b->refused)
 		return r;
+	b->refused = true;
 	if (r == -EINVAL)
 		etcd_set_error(b->f->etcd, "not sent to etcd: %s did not pass this daemon's own "
 			       "checks", what);

@@ -136,6 +136,24 @@ static void test_unbuilt_mark(void)
 	       "the same mark with a place it can hold is added");
 	ok(!fleet_batch_empty(b), "to the batch");
 	is_int(fleet_batch_release_holder(b, "../web1"), -EINVAL, "a host name that is not one");
+	is_str(fleet_last_error(&f),
+	       "not sent to etcd: the slot holder key did not pass this daemon's own checks",
+	       "the first refusal of a batch is the one told");
+	is_int(fleet_batch_queue_tail(b, "../web1"), -EINVAL, "nor is it a tail");
+	ok(strstr(fleet_last_error(&f), "slot holder key") != NULL,
+	   "still the first refusal, not the tail's");
+	fleet_batch_free(b);
+	if (fleet_batch_new(&f, &b) < 0) {
+		ok(false, "a second batch");
+		fleet_close(&f);
+		return;
+	}
+	is_int(fleet_batch_queue_tail(b, "web1 "), -EINVAL, "a tail that is not a host name");
+	is_str(fleet_last_error(&f),
+	       "not sent to etcd: the slot queue's tail did not pass this daemon's own checks",
+	       "a new batch tells its own refusal");
+	is_int(fleet_batch_queue_tail(b, "web1"), 0, "the tail of a host is added");
+	ok(!fleet_batch_empty(b), "to the batch");
 	fleet_batch_free(b);
 	fleet_close(&f);
 }
