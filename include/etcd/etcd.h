@@ -200,6 +200,19 @@ int etcd_txn_if_prefix_mod_revision(struct etcd_txn *t, const char *prefix, enum
 /* on_success: the op runs when the compares hold; otherwise when they fail. */
 int etcd_txn_put(struct etcd_txn *t, bool on_success, const char *key, const char *value,
 		 int64_t lease);
+/* A put of the success branch that asks etcd for the key it replaces:
+ * etcd_txn_replaced() then has it, once the txn was applied. */
+int etcd_txn_put_replacing(struct etcd_txn *t, const char *key, const char *value,
+			   int64_t lease);
+/*
+ * What the first put of the write txn applied at revision replaced
+ * (etcd_txn_put_replacing): the key as it was, or an empty kv (no key was
+ * there); NULL when not known: the last txn this client read the answer of
+ * is another, or a resend of it was found applied by a read, which says
+ * nothing of it.  Valid until the client reads the next txn answer, so
+ * within the function the txn's answer calls.
+ */
+const struct etcd_kv *etcd_txn_replaced(const struct etcd_client *c, int64_t revision);
 int etcd_txn_delete(struct etcd_txn *t, bool on_success, const char *key);
 /* Deletes every key that starts with prefix. */
 int etcd_txn_delete_prefix(struct etcd_txn *t, bool on_success, const char *prefix);

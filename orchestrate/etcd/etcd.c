@@ -272,6 +272,7 @@ struct etcd_client *etcd_client_free(struct etcd_client *c)
 	free(c->password);
 	free(c->token);
 	free(c->denied_key);
+	etcd_kv_release(&c->replaced);
 	buf_release(&c->error);
 	free(c);
 	return NULL;
@@ -1125,6 +1126,46 @@ int etcd_txn_put(struct etcd_txn *t, bool on_success, const char *key, const cha
 	return lease ? add_int64(o, "lease", lease) : 0;
 }
 
+int etcd_txn_put_replacing(struct etcd_txn *t, const char *key, const char *value, int64_t lease)
+{
+	int r = etcd_txn_put(t, true, key, value, lease);
+	if (r < 0)
+		return r;
+	cJSON *o = cJSON_GetArrayItem(t->success, cJSON_GetArraySize(t->success) - 1);
+	o = o ? cJSON_GetObjectItemCaseSensitive(o, "request_put") : NULL;
+	return o && cJSON_AddTrueToObject(o, "prev_kv") ? 0 : -ENOMEM;
+}
+
+/* The first put response of a txn's reply that carries the key it replaced
+ * (etcd_txn_put_replacing) goes to the client, with the txn's revision. */
+static void txn_keep_replaced(struct etcd_client *c, const cJSON *reply, int64_t revision)
+{
+	const cJSON *responses = cJSON_GetObjectItemCaseSensitive(reply, "responses");
+	const cJSON *item;
+
+	etcd_kv_release(&c->replaced);
+	c->replaced = (struct etcd_kv){ 0 };
+	c->replaced_at = revision;
+	cJSON_ArrayForEach(item, responses) {
+		const cJSON *put = cJSON_GetObjectItemCaseSensitive(item, "response_put");
+		const cJSON *prev = put ? cJSON_GetObjectItemCaseSensitive(put, "prev_kv") : NULL;
+		struct etcd_kv kv = { 0 };
+		if (!cJSON_IsObject(prev))
+			continue;
+		if (etcd_decode_kv(prev, &kv) < 0) {
+			etcd_kv_release(&kv);
+			c->replaced_at = 0;	/* not known */
+		} else
+			c->replaced = kv;
+		return;
+	}
+}
+
+const struct etcd_kv *etcd_txn_replaced(const struct etcd_client *c, int64_t revision)
+{
+	return revision > 0 && c->replaced_at == revision ? &c->replaced : NULL;
+}
+
 int etcd_txn_delete(struct etcd_txn *t, bool on_success, const char *key)
 {
 	cJSON *o = txn_op(t, on_success, "request_delete_range");
@@ -1251,7 +1292,9 @@ int etcd_decode_txn(struct etcd_client *c, const cJSON *reply, const char *witne
 	if (decode_header_revision(reply, &rev) < 0)
 		return protocol_error(c, "txn");
 	bool succeeded = cJSON_IsTrue(ok);	/* absent means false */
-	if (!succeeded && witness && txn_witness_applied(reply, witness, &rev))
+	if (succeeded)
+		txn_keep_replaced(c, reply, rev);
+	else if (witness && txn_witness_applied(reply, witness, &rev))
 		succeeded = true;
 	if (ret_succeeded)
 		*ret_succeeded = succeeded;

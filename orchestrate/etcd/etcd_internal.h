@@ -32,6 +32,10 @@ struct etcd_client {
 	uint64_t reconnects;
 	uint64_t events;		/* delivered by its watches */
 	int64_t revision;		/* etcd_client_revision() */
+	/* etcd_txn_replaced(): what the last write txn's put that asked for it
+	 * replaced (empty: nothing), and that txn's revision (0: none yet) */
+	struct etcd_kv replaced;
+	int64_t replaced_at;
 
 	/* event-loop mode (etcd_client_attach_event) */
 	sd_event *event;

@@ -202,9 +202,13 @@ int fleet_batch_queue_tail(struct fleet_batch *b, const char *host)
 	if (!name_ok(host))
 		return batch_refuse(b, -EINVAL, "the slot queue's tail");
 	/* No lease: a tail that outlives its host names a key that is gone,
-	 * which the look finds out and reads the queue instead. */
-	return batch_refuse(b, batch_put(b, key_rollout_tail(fleet_prefix(b->f)), host, 0),
-			    "the slot queue's tail");
+	 * which the look finds out.  The tail it replaces is the host that
+	 * queued just before (fleet_queue_tail_before). */
+	_cleanup_(freep) char *key = key_rollout_tail(fleet_prefix(b->f));
+	int r = key ? etcd_txn_put_replacing(b->t, key, host, 0) : -ENOMEM;
+	if (r >= 0)
+		b->ops++;
+	return batch_refuse(b, r, "the slot queue's tail");
 }
 
 int fleet_batch_failure(struct fleet_batch *b, const char *host, const char *version,

@@ -158,21 +158,25 @@ static char *tail_named(const struct queue_look *l, const struct etcd_kv_list *t
 
 /* Reads the key of the host a tail named (key, the tail written at
  * written) with the node's own, and the tail before that host's: the next
- * step back, should that host be gone. */
-static int look_ask_named(struct queue_look *l, const char *key, int64_t written)
+ * step back, should that host be gone; count: and the count before the
+ * node's key, all in one request. */
+static int look_ask_named(struct queue_look *l, const char *key, int64_t written, bool count)
 {
 	_cleanup_(freep) char *own = key_rollout_holder(fleet_prefix(l->f), l->host);
 	_cleanup_(freep) char *tail = key_rollout_tail(fleet_prefix(l->f));
-	if (!own || !tail)
+	_cleanup_(freep) char *dir = key_rollout_holders_dir(fleet_prefix(l->f));
+	if (!own || !tail || !dir)
 		return -ENOMEM;
 	const struct etcd_range ranges[] = {
 		{ .key = key, .flags = ETCD_SERIALIZABLE },
 		{ .key = own, .flags = ETCD_SERIALIZABLE },
 		{ .key = tail, .flags = ETCD_SERIALIZABLE, .revision = written - 1 },
+		{ .key = dir, .prefix = true, .flags = ETCD_COUNT_ONLY | ETCD_SERIALIZABLE,
+		  .revision = l->asked_created - 1 },
 	};
 	l->tail_written = written;
-	return etcd_snapshot_start(l->f->etcd, ranges, 3, 0, l->patience_ms, look_on_named, l,
-				   l->call);
+	return etcd_snapshot_start(l->f->etcd, ranges, count ? 4 : 3, 0, l->patience_ms,
+				   look_on_named, l, l->call);
 }
 
 /* A step back along the tail to the host it named, or a scan. */
@@ -187,7 +191,7 @@ static void look_follow_tail(struct queue_look *l, const struct etcd_kv_list *ta
 	if (!key)
 		r = look_scan(l);	/* no tail, not a host ahead, or far back */
 	else
-		r = look_ask_named(l, key, written);
+		r = look_ask_named(l, key, written, false);
 	if (r < 0)
 		look_finish(l, r);
 }
@@ -199,18 +203,23 @@ static void look_on_named(int error, struct etcd_kv_list *lists, size_t n, int64
 			  void *userdata)
 {
 	struct queue_look *l = userdata;
+	int r;
 
 	if (error == -ESTALE || error == -EACCES) {
 		look_scan_or_finish(l);	/* the tail back then is compacted */
 		return;
 	}
-	if (error < 0 || n != 3) {
+	if (error < 0 || (n != 3 && n != 4)) {
 		look_finish(l, error < 0 ? error : -EPROTO);
 		return;
 	}
 	look_own(l, &lists[1], revision);
-	if (l->created == 0 || l->moved) {
-		look_finish(l, 0);	/* the caller queues or looks again */
+	if (n == 4 && (r = look_count(l, &lists[3])) < 0) {
+		look_finish(l, r);
+		return;
+	}
+	if (l->created == 0 || l->moved || l->ahead == 0) {
+		look_finish(l, 0);	/* the caller queues or looks again, or none ahead */
 		return;
 	}
 	if (lists[0].n == 1 && lists[0].kvs[0].create_revision == l->tail_written) {
@@ -247,8 +256,8 @@ static void look_on_tail(int error, struct etcd_kv_list *lists, size_t n, int64_
 }
 
 int fleet_queue_look_start(struct fleet *f, const char *host, int64_t created, size_t limit,
-			   long patience_ms, struct queue_look *l, fleet_queue_look_fn fn,
-			   void *userdata, struct etcd_call **ret)
+			   const struct queue_tail *before, long patience_ms, struct queue_look *l,
+			   fleet_queue_look_fn fn, void *userdata, struct etcd_call **ret)
 {
 	if (created <= 1 || limit > LONG_MAX || !schema_name_valid(host))
 		return -EINVAL;
@@ -260,6 +269,12 @@ int fleet_queue_look_start(struct fleet *f, const char *host, int64_t created, s
 		return -ENOMEM;
 	if (limit)
 		return look_scan(l);
+	if (before && before->host && schema_name_valid(before->host) &&
+	    strcmp(before->host, host) != 0 && before->written > 1 && before->written < created) {
+		/* The queueing txn said who queued just before: one request. */
+		_cleanup_(freep) char *key = key_rollout_holder(fleet_prefix(f), before->host);
+		return key ? look_ask_named(l, key, before->written, true) : -ENOMEM;
+	}
 
 	/* Serializable: from what the member applied, with no wait for its
 	 * apply queue (a trigger's burst of queue writes fills it).  A look is
@@ -281,6 +296,24 @@ int fleet_queue_look_start(struct fleet *f, const char *host, int64_t created, s
 		  .revision = created - 1 },
 	};
 	return etcd_snapshot_start(f->etcd, ranges, 3, 0, patience_ms, look_on_tail, l, ret);
+}
+
+int fleet_queue_tail_before(struct fleet *f, int64_t revision, struct queue_tail *ret)
+{
+	const struct etcd_kv *was = etcd_txn_replaced(f->etcd, revision);
+
+	*ret = (struct queue_tail){ 0 };
+	if (!was || !was->key || !was->value || was->mod_revision <= 1)
+		return 0;	/* not known, or no tail before */
+	if (!(ret->host = strndup(was->value, was->value_len)))
+		return -ENOMEM;
+	if (strlen(ret->host) != was->value_len || !schema_name_valid(ret->host)) {
+		free(ret->host);
+		ret->host = NULL;
+		return 0;
+	}
+	ret->written = was->mod_revision;
+	return 1;
 }
 
 int fleet_queue_stream_start(struct fleet *f, const char *next, int64_t from, uint64_t idle_ms,

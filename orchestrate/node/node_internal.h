@@ -137,6 +137,7 @@ struct node_facts {
 struct node_queue {
 	int64_t created;		/* our key's create revision; 0: not queued */
 	struct queue_look look;		/* the last look, or the one in flight */
+	struct queue_tail before;	/* who queued just before, when the write said */
 	struct etcd_call *read;		/* the look in flight */
 	bool known;			/* look answers for created, and nothing moved since */
 	int64_t moved;			/* the newest event that may have moved us */

@@ -35,6 +35,12 @@ static void node_queue_stop_stream(struct node *n)
 	q->following = NULL;
 }
 
+static void node_queue_forget_before(struct node_queue *q)
+{
+	free(q->before.host);
+	q->before = (struct queue_tail){ 0 };
+}
+
 static void node_queue_moved(struct node *n, int64_t revision)
 {
 	if (revision > n->queue.moved)
@@ -184,6 +190,7 @@ static void node_on_look(int error, struct queue_look *l, void *userdata)
 		}
 	} else if (l->moved) {
 		q->created = l->created;	/* it was there before the write: from there */
+		node_queue_forget_before(q);
 	} else {
 		/* Counted before its key: the releases since stream from
 		 * there, on a stream started anew (one still open from an
@@ -228,6 +235,11 @@ void node_queue_enter(struct node *n, int64_t created)
 	fleet_call_cancel(q->read);
 	q->read = NULL;
 	node_queue_stop_stream(n);
+	node_queue_forget_before(q);
+	/* Called as the write that put the key ends: its answer, read last,
+	 * may say who queued just before (the tail it replaced). */
+	if (created > 0 && fleet_queue_tail_before(&n->fleet, created, &q->before) < 0)
+		node_queue_forget_before(q);
 	q->created = created;
 	q->known = false;
 	q->moved = 0;
@@ -262,7 +274,8 @@ int node_queue_place(struct node *n, size_t limit, size_t *ret_ahead)
 	if (q->read)
 		return 0;
 	r = fleet_queue_look_start(&n->fleet, n->host, q->created, q->count_compacted ? limit : 0,
-				   node_etcd_patience(n), &q->look, node_on_look, n, &q->read);
+				   &q->before, node_etcd_patience(n), &q->look, node_on_look, n,
+				   &q->read);
 	if (r < 0)
 		return r;
 	q->reads++;
@@ -358,6 +371,7 @@ void node_queue_release(struct node *n)
 	struct node_queue *q = &n->queue;
 
 	node_queue_leave(n);
+	node_queue_forget_before(q);
 	rollout_holders_free(q->released, q->n_released);
 	free(q->released);
 	q->released = NULL;

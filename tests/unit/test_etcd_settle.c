@@ -274,6 +274,31 @@ int main(void)
 		ok(r == 0 && ttl == 0, "revoked, it is gone (%d, ttl %lld)", r, (long long)ttl);
 	}
 
+	/* A put that asks for the key it replaces (the slot queue's tail):
+	 * the client has it for that txn's revision alone. */
+	{
+		int64_t before_at = 0, at = 0, at2 = 0;
+		const struct etcd_kv *was;
+		(void)etcd_put(c, "r/tail", "h1", 2, 0);
+		before_at = etcd_client_revision(c);
+		_cleanup_(etcd_txn_freep) struct etcd_txn *t = etcd_txn_new();
+		ok(t && etcd_txn_put(t, true, "r/h2", "x", 0) == 0 &&
+		   etcd_txn_put_replacing(t, "r/tail", "h2", 0) == 0, "a txn that names h2 the tail");
+		r = etcd_txn_commit(c, t, &held, &at);
+		ok(r == 0 && held && at > before_at, "applied (%d)", r);
+		was = etcd_txn_replaced(c, at);
+		ok(was && was->value && was->value_len == 2 && memcmp(was->value, "h1", 2) == 0 &&
+		   was->mod_revision == before_at, "it replaced h1, written at %lld",
+		   (long long)before_at);
+		ok(etcd_txn_replaced(c, before_at) == NULL, "nothing is known of another revision");
+		_cleanup_(etcd_txn_freep) struct etcd_txn *t2 = etcd_txn_new();
+		ok(t2 && etcd_txn_put_replacing(t2, "r/new", "h3", 0) == 0, "a put of a new key");
+		r = etcd_txn_commit(c, t2, &held, &at2);
+		was = etcd_txn_replaced(c, at2);
+		ok(r == 0 && was && !was->key, "it replaced nothing: an empty key, known");
+		ok(etcd_txn_replaced(c, at) == NULL, "and the first txn's is gone with it");
+	}
+
 	etcd_client_free(c);
 	sd_event_unref(e);
 	return done_testing();
