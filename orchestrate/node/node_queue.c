@@ -370,8 +370,7 @@ void node_queue_release(struct node *n)
 {
 	struct node_queue *q = &n->queue;
 
-	node_queue_leave(n);
-	node_queue_forget_before(q);
+	node_queue_leave(n);	/* forgets who queued before, too */
 	rollout_holders_free(q->released, q->n_released);
 	free(q->released);
 	q->released = NULL;
