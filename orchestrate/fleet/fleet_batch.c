@@ -63,15 +63,24 @@ struct fleet_batch *fleet_batch_free(struct fleet_batch *b)
 	return NULL;
 }
 
-static int batch_put(struct fleet_batch *b, char *key, const char *value, int64_t lease)
+/* A put of key (taken: freed here), and, replacing, etcd's answer keeps the
+ * key as it was (etcd_txn_replaced). */
+static int batch_put_op(struct fleet_batch *b, char *key, const char *value, int64_t lease,
+			bool replacing)
 {
 	_cleanup_(freep) char *k = key;
 	if (!k)
 		return -ENOMEM;
-	int r = etcd_txn_put(b->t, true, k, value, lease);
+	int r = replacing ? etcd_txn_put_replacing(b->t, k, value, lease)
+			  : etcd_txn_put(b->t, true, k, value, lease);
 	if (r >= 0)
 		b->ops++;
 	return r;
+}
+
+static int batch_put(struct fleet_batch *b, char *key, const char *value, int64_t lease)
+{
+	return batch_put_op(b, key, value, lease, false);
 }
 
 static int batch_delete(struct fleet_batch *b, char *key)
@@ -204,11 +213,8 @@ int fleet_batch_queue_tail(struct fleet_batch *b, const char *host)
 	/* No lease: a tail that outlives its host names a key that is gone,
 	 * which the look finds out.  The tail it replaces is the host that
 	 * queued just before (fleet_queue_tail_before). */
-	_cleanup_(freep) char *key = key_rollout_tail(fleet_prefix(b->f));
-	int r = key ? etcd_txn_put_replacing(b->t, key, host, 0) : -ENOMEM;
-	if (r >= 0)
-		b->ops++;
-	return batch_refuse(b, r, "the slot queue's tail");
+	return batch_refuse(b, batch_put_op(b, key_rollout_tail(fleet_prefix(b->f)), host, 0, true),
+			    "the slot queue's tail");
 }
 
 int fleet_batch_failure(struct fleet_batch *b, const char *host, const char *version,
