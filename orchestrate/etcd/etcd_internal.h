@@ -63,12 +63,15 @@ void etcd_calls_free(struct etcd_client *c);
  * stream then answers the call with etcd_call_streamed_answer(), or, when it
  * ends first, hands it back with etcd_call_streamed_lost().  _forget drops the
  * stream a call waits on (its answer would come late).  _dispatch reads what
- * has come back (after curl ran), _transfer_done ends a stream curl finished.
+ * has come back (after curl ran), _transfer_done ends a stream curl finished,
+ * and _unwatched (from curl's socket callback) marks one whose socket curl
+ * let go of: its reply is over, and the next _dispatch ends it.
  */
 struct etcd_keepalive_stream;
 bool etcd_keepalive_stream_send(struct etcd_client *c, struct etcd_call *call, const char *body);
 void etcd_keepalive_stream_forget(struct etcd_client *c, struct etcd_call *call);
 void etcd_keepalive_stream_dispatch(struct etcd_client *c);
+void etcd_keepalive_stream_unwatched(struct etcd_client *c, CURL *easy);
 void etcd_keepalive_stream_transfer_done(struct etcd_keepalive_stream *ks);
 void etcd_keepalive_stream_free(struct etcd_client *c);
 /*

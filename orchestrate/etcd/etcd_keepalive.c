@@ -32,7 +32,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 
 #include "base/buf.h"
 #include "base/cleanup.h"
@@ -56,6 +55,7 @@ struct etcd_keepalive_stream {
 	size_t out_sent;
 	struct buf in;			/* what came back, not yet a whole line */
 	bool paused;			/* the read side waits for a renewal */
+	bool reply_over;		/* curl let go of the socket (_unwatched) */
 	bool http_error;		/* the reply is not the stream's 200 */
 	bool answered;			/* this stream answered once at least */
 	unsigned refusals;		/* streams refused in a row (HTTP errors) */
@@ -65,10 +65,10 @@ struct etcd_keepalive_stream {
 
 static void stream_disconnect(struct etcd_keepalive_stream *ks)
 {
-	if (ks->easy) {
-		curl_multi_remove_handle(ks->c->multi, ks->easy);
-		curl_easy_cleanup(ks->easy);
-		ks->easy = NULL;
+	CURL *easy = TAKE_PTR(ks->easy);	/* first: removing it lets go of its socket */
+	if (easy) {
+		curl_multi_remove_handle(ks->c->multi, easy);
+		curl_easy_cleanup(easy);
 	}
 	curl_slist_free_all(ks->headers);
 	ks->headers = NULL;
@@ -76,6 +76,7 @@ static void stream_disconnect(struct etcd_keepalive_stream *ks)
 	ks->out_sent = 0;
 	buf_reset(&ks->in);
 	ks->paused = false;
+	ks->reply_over = false;
 }
 
 void etcd_keepalive_stream_free(struct etcd_client *c)
@@ -244,22 +245,27 @@ static void stream_process(struct etcd_keepalive_stream *ks)
 }
 
 /*
- * Whether etcd's side of the stream is closed.  curl does not end a transfer
- * whose upload is paused when the server hangs up: it stops reading, and would
- * notice only at the next renewal's write, while the one waiting for its
- * answer waits out its whole patience (a restarted etcd, a member gone).  A
- * peek at the socket tells at once: end of file, or an error.
+ * curl stopped watching the stream's socket while the stream runs.  It does
+ * not end a transfer whose upload is paused when the server hangs up: it
+ * stops reading and drops the socket from its watch list, and the transfer
+ * waits for a renewal to write, while the one waiting for its answer would
+ * wait out its whole patience (a restarted etcd, a member gone, a connection
+ * cut).  A stream's reply has no end of its own, so once the request is out
+ * (pretransfer time set: sockets closed before that are connection attempts
+ * that lost to another address), curl letting go of its socket means the
+ * reply is over.  Called from curl's socket callback: the stream is ended
+ * by the dispatch that follows curl's run, not here, inside curl.
  */
-static bool stream_hung_up(struct etcd_keepalive_stream *ks)
+void etcd_keepalive_stream_unwatched(struct etcd_client *c, CURL *easy)
 {
-	curl_socket_t fd = CURL_SOCKET_BAD;
-	char byte;
+	struct etcd_keepalive_stream *ks = c->keepalive;
+	curl_off_t pretransfer = 0;
 
-	if (curl_easy_getinfo(ks->easy, CURLINFO_ACTIVESOCKET, &fd) != CURLE_OK ||
-	    fd == CURL_SOCKET_BAD)
-		return false;
-	ssize_t n = recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-	return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+	if (!ks || !ks->easy || easy != ks->easy)
+		return;
+	if (curl_easy_getinfo(easy, CURLINFO_PRETRANSFER_TIME_T, &pretransfer) == CURLE_OK &&
+	    pretransfer > 0)
+		ks->reply_over = true;
 }
 
 void etcd_keepalive_stream_dispatch(struct etcd_client *c)
@@ -269,7 +275,7 @@ void etcd_keepalive_stream_dispatch(struct etcd_client *c)
 	if (!ks || !ks->easy)
 		return;
 	stream_process(ks);
-	if (ks->easy && stream_hung_up(ks))
+	if (ks->easy && ks->reply_over)
 		etcd_keepalive_stream_transfer_done(ks);
 }
 
