@@ -64,14 +64,14 @@ void etcd_calls_free(struct etcd_client *c);
  * ends first, hands it back with etcd_call_streamed_lost().  _forget drops the
  * stream a call waits on (its answer would come late).  _dispatch reads what
  * has come back (after curl ran), _transfer_done ends a stream curl finished,
- * and _unwatched (from curl's socket callback) marks one whose socket curl
- * let go of: its reply is over, and the next _dispatch ends it.
+ * and _unwatched (from curl's socket callback) names a socket curl let go
+ * of: the next _dispatch ends the stream if etcd closed it.
  */
 struct etcd_keepalive_stream;
 bool etcd_keepalive_stream_send(struct etcd_client *c, struct etcd_call *call, const char *body);
 void etcd_keepalive_stream_forget(struct etcd_client *c, struct etcd_call *call);
 void etcd_keepalive_stream_dispatch(struct etcd_client *c);
-void etcd_keepalive_stream_unwatched(struct etcd_client *c, CURL *easy);
+void etcd_keepalive_stream_unwatched(struct etcd_client *c, CURL *easy, curl_socket_t fd);
 void etcd_keepalive_stream_transfer_done(struct etcd_keepalive_stream *ks);
 void etcd_keepalive_stream_free(struct etcd_client *c);
 /*

@@ -917,7 +917,7 @@ static int on_curl_socket(CURL *easy, curl_socket_t fd, int what, void *userp, v
 	if (what == CURL_POLL_REMOVE) {
 		sd_event_source_disable_unref(s);
 		curl_multi_assign(c->multi, fd, NULL);
-		etcd_keepalive_stream_unwatched(c, easy);
+		etcd_keepalive_stream_unwatched(c, easy, fd);
 		return 0;
 	}
 	uint32_t events = 0;
