@@ -14,29 +14,16 @@ test_description='orchestrated: a keepalive stream etcd hung up on is noticed at
 # renewals is t0548's: the next renewal's write fails at once.)
 
 test_have_orchestrated
-command -v python3 >/dev/null 2>&1 || skip_all "needs python3 for the slow proxy"
 start_etcd
-
-"$TEST_DIRECTORY/tools/slow-proxy" "$ETCD_PORT" "$TRASH/proxy.port" "$TRASH/delay" \
-	"$TRASH/proxy.log" "$TRASH/lose" 2>"$TRASH/proxy.err" &
-test_register_pid $!
-wait_for "test -s '$TRASH/proxy.port'" 10 || skip_all "the slow proxy did not start"
-PROXY_URL="http://127.0.0.1:$(cat "$TRASH/proxy.port")"
+start_slow_proxy
 
 now () {
 	date +%s.%N
 }
 
-lease_of () {
-	etcdctl_ get -w json "/alive/$1" | python3 -c '
-import json, sys
-kvs = json.load(sys.stdin).get("kvs") or []
-print(kvs[0].get("lease", 0) if kvs else "")'
-}
-
 # ttl_left  — the seconds etcd itself says s1's lease has left.
 ttl_left () {
-	etcdctl_ lease timetolive "$(printf %x "$(cat lease.before)")" |
+	etcdctl_ lease timetolive "$(cat lease.before)" |
 		sed -n "s/.*remaining(\([0-9-]*\)s).*/\1/p"
 }
 
@@ -56,7 +43,7 @@ test_expect_success 'setup: a node renewing every 10 s through the proxy' '
 	etcdctl_put /current_version v1 &&
 	( ETCD_URL=$PROXY_URL && start_node s1 ) &&
 	wait_for "node_at s1 v1" 20 &&
-	lease_of s1 >lease.before &&
+	etcdctl_lease_of /alive/s1 >lease.before &&
 	test -s lease.before &&
 	wait_for "renewed_since 0" 25
 '
@@ -76,7 +63,7 @@ test_expect_success 'a renewal whose reply is cut off: sent again as a request o
 	echo "the renewal went again $gap s after its reply was cut (its patience: about 19 s)" >measured &&
 	awk -v g="$gap" "BEGIN { exit !(g < 5) }" &&
 	sleep 1 &&
-	test "$(lease_of s1)" = "$(cat lease.before)" &&
+	test "$(etcdctl_lease_of /alive/s1)" = "$(cat lease.before)" &&
 	! tail -n +$mark s1/log | grep -q "lease keepalive failed" &&
 	! tail -n +$mark s1/log | grep -q "is gone"
 '
