@@ -266,13 +266,11 @@ void etcd_keepalive_stream_unwatched(struct etcd_client *c, CURL *easy, curl_soc
 
 /*
  * Whether the socket curl let go of is closed on etcd's side: end of file,
- * or an error, on a peek.  A socket let go of for any other reason (a
- * connection attempt that lost to another address, curl waiting on
- * something else) has no end of file to read, and is left to curl.  With
- * 1,000 daemons on an etcd held to a tenth of a core (bench/daemons.sh, one
- * run each), counting every let-go as a hang-up opened 35 streams for 37
- * renewals per daemon; with the peek, 17 for 36; before either, 5 for 28,
- * and 3 renewals per daemon waited out their whole patience.
+ * or a reset, on a peek.  A socket let go of for any other reason (a
+ * connection attempt that lost to another address, already closed by curl:
+ * EBADF) is left to curl.  Counting every let-go as a hang-up opened a new
+ * stream for nearly every renewal of a busy fleet (README, "A keepalive
+ * stream etcd hung up on").
  */
 static bool stream_hung_up(struct etcd_keepalive_stream *ks)
 {
