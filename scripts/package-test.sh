@@ -41,6 +41,24 @@ if [ -n "$previous" ] && ! git -C "$top" cat-file -e "$previous^{commit}" 2>/dev
 	echo "package-test: revision $previous is not in this clone (a shallow one?): a fresh install is tested, not the upgrade" >&2
 	previous=
 fi
+# What this test installs and makes, removed again: by the trap when the test
+# ends or is interrupted, and at the next start when it was killed outright
+# (SIGKILL, a machine shut down): the marker, written before the first dpkg -i
+# and removed after the purge, tells that those leftovers are this test's own
+# and not a real node's.
+marker=/var/lib/orchestrate-package-test.installed
+purge_ours () {
+	# shellcheck disable=SC2086 # a list of package names
+	dpkg -P $packages >/dev/null 2>&1 || :
+	rm -f /etc/current_version /etc/puppet/hiera/data/services.yaml
+	rmdir /etc/puppet/hiera/data /etc/puppet/hiera 2>/dev/null || :
+	rm -f "$marker"
+}
+if [ -e "$marker" ]; then
+	echo "package-test: an earlier run of this test was killed before it purged what it installed: purging that first" >&2
+	purge_ours
+fi
+
 # The files of a node this test makes, and removes: none may be there before.
 for f in /etc/current_version /etc/puppet/hiera/data/services.yaml; do
 	if [ -e "$f" ] || [ -L "$f" ]; then
@@ -62,10 +80,7 @@ purge_on_exit=
 cleanup () {
 	rc=$?
 	if [ -n "$purge_on_exit" ]; then
-		# shellcheck disable=SC2086 # a list of package names
-		dpkg -P $packages >/dev/null 2>&1 || :
-		rm -f /etc/current_version /etc/puppet/hiera/data/services.yaml
-		rmdir /etc/puppet/hiera/data /etc/puppet/hiera 2>/dev/null || :
+		purge_ours
 	fi
 	if [ -z "${KEEP:-}" ]; then
 		rm -rf "$work"
@@ -137,6 +152,7 @@ if [ -n "$previous" ]; then
 	fi
 	step "dpkg -i the package of $previous, with a node's files where it kept them"
 	purge_on_exit=1
+	: >"$marker"
 	dpkg -i "$work"/prev/orchestrate_*.deb "$work"/prev/puppet-module-orchestrate_*.deb
 	echo v41 >/etc/current_version
 	mkdir -p /etc/puppet/hiera/data
@@ -151,6 +167,7 @@ fi
 
 step "dpkg -i"
 purge_on_exit=1
+: >"$marker"
 dpkg -i "$deb" "$module_deb"
 
 step "the daemon's own user and directory"
@@ -386,6 +403,7 @@ if [ -n "$previous" ]; then
 	rm -f /etc/current_version
 	rmdir /etc/puppet/hiera/data /etc/puppet/hiera 2>/dev/null || :
 fi
+rm -f "$marker"
 for f in /etc/orchestrate /var/lib/orchestrate /usr/lib/orchestrate "$unit" "$socket" \
 	"$runner_unit" "$module" /usr/share/orchestrate /usr/share/doc/orchestrate; do
 	[ ! -e "$f" ] || fail "$f is still there after dpkg -P"
