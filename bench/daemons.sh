@@ -9,6 +9,10 @@
 #   POLICY='{"max_parallel":50,"max_fail_percent":10}' bench/daemons.sh
 #                                      the triggers run under that rollout policy
 #   KEEP_LOGS=DIR bench/daemons.sh    keeps the daemons' logs (and etcd's) in DIR
+#   TIMELINE=5 bench/daemons.sh        each trigger also as a table of 5 s
+#                                      stretches: etcd's CPU, apply backlog,
+#                                      requests, refused renewals, leases
+#                                      (bench/lib-etcd-metrics.sh)
 #   LEASE_TTL=60 bench/daemons.sh      the daemons' timing.lease_ttl (default 30)
 #   ETCD_ARGS='--enable-pprof' ...     extra flags for etcd
 #   ETCD_CPU=10 bench/daemons.sh       etcd held to 10 % of one core during the
@@ -259,6 +263,10 @@ for t in $(seq 1 "$triggers"); do
 		awk -v v="$v" -v n="$started" -v atn="$atn" -v atmax="$atmax" \
 		'{ printf "  %-8s %8d %8s %8s %8s %8s %10s\n", v, n, $2, $3, $4, atn, atmax }'
 	echo "$t $BT_REQ $BT_CPU $BT_KEEPALIVE $BT_DAEMON_CPU $BT_KA_STREAMS $BT_EVENTS $BT_METHODS" >>"$work/per-trigger"
+	if [ -n "${TIMELINE:-}" ]; then
+		bench_timeline_print "$work/t$t.timeline" "${etcd_cpu:-100}"
+		[ -z "$keep_logs" ] || { mkdir -p "$keep_logs" && cp "$work/t$t.timeline" "$keep_logs/"; }
+	fi
 done
 etcd_cpu_unlimit
 echo

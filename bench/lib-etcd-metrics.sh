@@ -27,6 +27,15 @@
 #   bench_watch KEY REV OUT       a timestamped watch of the prefix KEY from
 #                                 revision REV: "MS KEY VALUE" per put, into OUT
 #
+#   TIMELINE=S                    bench_trigger also samples etcd every S
+#                                 seconds through the trigger and prints a
+#                                 table of each stretch (bench_timeline_print):
+#                                 its CPU, apply backlog, requests, renewals
+#                                 refused, leases granted and revoked, and the
+#                                 nodes at the version; each scrape costs etcd
+#                                 a few ms of CPU, so the figures above include
+#                                 it
+#
 # They use etcdctl, perl (JSON::PP, MIME::Base64, Time::HiRes: all in Debian's
 # perl) and orchestrate on PATH, ORCHESTRATE_PREFIX, $work and $pids of
 # scripts/local-etcd.sh, and ETCD_PIDS (an array: etcd's processes).
@@ -193,6 +202,46 @@ bench_settle() {
 #
 # The counters include the trigger_update command's own requests (a Range and
 # a Txn or so: 2/N per node).
+# bench_timeline_sample OUT AT — one line into OUT: ms since BT_T0, etcd's
+# CPU ms, then the counters bench_timeline_print reads, summed over the
+# members, and the nodes at the version (the lines of the watch file AT).
+bench_timeline_sample() {
+	local t cpu at
+	t=$(($(now_ms) - BT_T0))
+	cpu=$(etcd_cpu_ms "${ETCD_PIDS[@]}")
+	at=$(awk '{ print $2 }' "$2" 2>/dev/null | sort -u | wc -l)
+	etcd_scrape | awk -v t="$t" -v cpu="$cpu" -v at="$at" '
+		/^etcd_server_proposals_committed_total / { committed += $2 }
+		/^etcd_server_proposals_applied_total / { applied += $2 }
+		/^grpc_server_started_total.*grpc_method="Txn"/ { txn += $NF }
+		/^grpc_server_started_total.*grpc_method="Range"/ { range += $NF }
+		/^grpc_server_started_total.*grpc_method="LeaseGrant"/ { grant += $NF }
+		/^grpc_server_started_total.*grpc_method="LeaseKeepAlive"/ { streams += $NF }
+		/^grpc_server_msg_received_total.*grpc_method="LeaseKeepAlive"/ { renew += $NF }
+		/^grpc_server_handled_total.*grpc_code="Unavailable".*grpc_method="LeaseKeepAlive"/ { refused += $NF }
+		/^etcd_debugging_lease_revoked_total / { revoked += $2 }
+		END { printf "%d %d %d %d %d %d %d %d %d %d %d %d\n", t, cpu, committed, applied,
+			txn, range, grant, streams, renew, refused, revoked, at }' >>"$1"
+}
+
+# bench_timeline_print FILE SHARE — the samples as a table, one row a stretch:
+# etcd's CPU in % of a core (SHARE: the % it may use, for the reader), its
+# apply backlog (entries committed and not yet applied, at the stretch's end),
+# Txn and Range a second, renewals a second, keepalive streams opened and
+# renewals refused (etcd's "waiting for the applied index", which ends the
+# stream), leases granted and revoked in the stretch, and the nodes at the
+# version at its end.
+bench_timeline_print() {
+	echo "  timeline (etcd may use ${2} % of a core; the backlog is raft entries committed, not applied):"
+	awk 'BEGIN { printf "  %7s %5s %7s %7s %7s %8s %7s %7s %6s %7s %6s\n", "t s", "cpu%", "backlog",
+			"Txn/s", "Range/s", "renew/s", "streams", "refused", "grants", "revoked", "at" }
+		NR > 1 { d = ($1 - p[1]) / 1000; if (d <= 0) next
+			printf "  %7.0f %5.1f %7d %7.1f %7.1f %8.1f %7d %7d %6d %7d %6d\n", $1 / 1000,
+				($2 - p[2]) / 10 / d, $3 - $4, ($5 - p[5]) / d, ($6 - p[6]) / d,
+				($9 - p[9]) / d, $8 - p[8], $10 - p[10], $7 - p[7], $11 - p[11], $12 }
+		{ for (i = 1; i <= NF; i++) p[i] = $i }' "$1"
+}
+
 bench_trigger() {
 	local v=$1 n=$2 out=$3 P=${ORCHESTRATE_PREFIX:-} rev w0 c0 c1 d0 d1 s0 s1 i at=0 wr wa e0 e1
 	local deadline
@@ -214,6 +263,13 @@ bench_trigger() {
 	s0=$(now_ms)
 	BT_T0=$(now_ms)
 	# patient: under a slow etcd (ETCD_CPU) the default 5 s would give up
+	local tl=
+	if [ -n "${TIMELINE:-}" ]; then
+		: >"$out.timeline"
+		bench_timeline_sample "$out.timeline" "$out.at.raw"
+		(while sleep "$TIMELINE"; do bench_timeline_sample "$out.timeline" "$out.at.raw"; done) &
+		tl=$!
+	fi
 	orchestrate --timeout 60 trigger_update "$v" >/dev/null
 	# ETCD_STOP=S: etcd stopped (SIGSTOP) for S seconds, ETCD_STOP_AFTER (1)
 	# seconds into the trigger, while the nodes' writes are out: longer than
@@ -232,6 +288,11 @@ bench_trigger() {
 	done
 	bench_settle "${SETTLE:-3}" "${SETTLE_TIMEOUT:-120}" "$out.settle" ||
 		echo "  (requests still moving after ${SETTLE_TIMEOUT:-120} s)" >&2
+	if [ -n "$tl" ]; then
+		kill "$tl" 2>/dev/null || true
+		wait "$tl" 2>/dev/null || true
+		bench_timeline_sample "$out.timeline" "$out.at.raw"
+	fi
 	etcd_requests "$out.req1"
 	e1=$(etcd_gauge etcd_debugging_mvcc_events_total)
 	c1=$(etcd_cpu_ms "${ETCD_PIDS[@]}")
