@@ -27,7 +27,9 @@
  * waiting call goes on as the unary request it would have been (etcd_call.c),
  * with its failover, re-authentication and errors; the next renewal opens a
  * stream again.  A gateway that refuses the stream three times in a row with
- * an HTTP error while etcd answers otherwise is not asked again.
+ * an HTTP error while etcd answers otherwise is not asked again.  etcd's own
+ * refusal of the renewal that opened a stream also comes with an HTTP error
+ * (stream_etcd_refusal): that is an answer, not a gateway that cannot stream.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -284,6 +286,20 @@ static bool stream_hung_up(struct etcd_keepalive_stream *ks)
 	return n == 0 || (n < 0 && (errno == ECONNRESET || errno == EPIPE || errno == ETIMEDOUT));
 }
 
+static cJSON *stream_etcd_refusal(struct etcd_keepalive_stream *ks);
+
+/* etcd's refusal (stream_etcd_refusal) is the reply's last word, but curl
+ * does not end the transfer on it: its upload is paused, not done.  Waited
+ * for, the refused renewal waited out its patience, the lease's whole time
+ * left, and the lease went with it. */
+static bool stream_refused(struct etcd_keepalive_stream *ks)
+{
+	if (!ks->http_error)
+		return false;
+	_cleanup_(cJSON_Deletep) cJSON *refusal = stream_etcd_refusal(ks);
+	return refusal != NULL;
+}
+
 void etcd_keepalive_stream_dispatch(struct etcd_client *c)
 {
 	struct etcd_keepalive_stream *ks = c->keepalive;
@@ -291,18 +307,50 @@ void etcd_keepalive_stream_dispatch(struct etcd_client *c)
 	if (!ks || !ks->easy)
 		return;
 	stream_process(ks);
-	if (ks->easy && stream_hung_up(ks))
+	if (ks->easy && (stream_refused(ks) || stream_hung_up(ks)))
 		etcd_keepalive_stream_transfer_done(ks);
+}
+
+/*
+ * etcd's refusal of the renewal that opened the stream, or NULL.  The gateway
+ * says nothing until etcd answers the first renewal; when etcd refuses it
+ * (etcd 3.4's "waiting for the applied index took too long" while its apply
+ * queue is over a second, an expired token) the reply is the error's HTTP
+ * status, 503 or 401, with the same {"error":{"grpc_code":...}} object a
+ * running stream ends with.  It is etcd's answer to the renewal: not a
+ * gateway that cannot stream (which three in a row would make the node stop
+ * asking for streams), nor a reason to send the renewal again at once into
+ * the same queue (README, "A refusal is an answer").
+ */
+static cJSON *stream_etcd_refusal(struct etcd_keepalive_stream *ks)
+{
+	size_t len, consumed;
+
+	if (ks->in.len == 0 || !etcd_keepalive_frame(ks->in.data, ks->in.len, &len, &consumed))
+		return NULL;
+	cJSON *reply = cJSON_ParseWithLength(ks->in.data, len);
+	const cJSON *error = cJSON_GetObjectItemCaseSensitive(reply, "error");
+	if (!cJSON_IsObject(error) ||
+	    !cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(error, "grpc_code"))) {
+		cJSON_Delete(reply);
+		return NULL;
+	}
+	return reply;
 }
 
 void etcd_keepalive_stream_transfer_done(struct etcd_keepalive_stream *ks)
 {
 	/* Lines that came with the end still count. */
 	stream_process(ks);
-	if (ks->http_error && !ks->answered && ++ks->refusals >= KEEPALIVE_STREAM_REFUSALS)
+	_cleanup_(cJSON_Deletep) cJSON *refusal = ks->http_error ? stream_etcd_refusal(ks) : NULL;
+	if (refusal)
+		ks->refusals = 0;	/* the gateway streams: etcd answered */
+	else if (ks->http_error && !ks->answered && ++ks->refusals >= KEEPALIVE_STREAM_REFUSALS)
 		ks->unusable = true;
 	stream_disconnect(ks);
 	struct etcd_call *call = TAKE_PTR(ks->waiting);
-	if (call)
+	if (call && refusal)
+		etcd_call_streamed_answer(call, refusal, ks->endpoint);
+	else if (call)
 		etcd_call_streamed_lost(call, 0);
 }

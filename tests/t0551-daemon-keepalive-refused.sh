@@ -1,0 +1,83 @@
+#!/bin/sh
+test_description='orchestrated: etcd refusing the renewal that opens a keepalive stream is an answer, not a broken stream'
+. "$(dirname "$0")/test-lib.sh"
+. "$TEST_DIRECTORY/lib-daemon.sh"
+
+# etcd 3.4 renews a lease only once it has applied what it committed, and
+# refuses the renewal after a second of waiting.  On a running keepalive
+# stream the refusal is a line of the 200 reply; on the renewal that opens a
+# stream, the gateway answers with 503 and the same error object.  The node
+# took the second for a gateway that cannot stream: it sent the renewal again
+# at once as a request of its own, into the same queue, and three in a row
+# made it renew by requests of their own for good (at 1,000 daemons on an
+# etcd held to a tenth of a core, 150 did).  tools/slow-proxy refuses the
+# next N keepalive requests with the bytes etcd 3.4.23 sent.  TTL 30: renewals every
+# 10 s, retries after a failure at a third to a half of the time left.
+
+test_have_orchestrated
+start_etcd
+start_slow_proxy
+
+now () {
+	date +%s.%N
+}
+
+# ttl_left  — the seconds etcd itself says s1's lease has left.
+ttl_left () {
+	etcdctl_ lease timetolive "$(cat lease.before)" |
+		sed -n "s/.*remaining(\([0-9-]*\)s).*/\1/p"
+}
+
+# count_since WHAT T  — proxy log lines after T whose second field is WHAT
+# (a path, "renewal", "refused").
+count_since () {
+	awk -v p="$1" -v a="$2" '$2 == p && $1 > a' proxy.log | wc -l | tr -d ' '
+}
+
+test_expect_success 'setup: a node renewing every 10 s through the proxy' '
+	LEASE_TTL=30 node_setup s1 &&
+	etcdctl_put /current_version v1 &&
+	( ETCD_URL=$PROXY_URL && start_node s1 ) &&
+	wait_for "node_at s1 v1" 20 &&
+	etcdctl_lease_of /alive/s1 >lease.before &&
+	test -s lease.before &&
+	wait_for "test \$(count_since renewal 0) -ge 1" 25
+'
+
+test_expect_success 'three renewals refused on new streams: each an answer, none sent again at once' '
+	mark=$(($(wc -l <s1/log) + 1)) &&
+	t=$(now) &&
+	# the node renews on a stream already open: cut it at the next renewal
+	# (its reply lost, the renewal sent again as a request of its own, the
+	# first refused), so that the next two open streams
+	echo 3 >refuse &&
+	echo once >lose &&
+	wait_for "! test -e refuse" 45 &&
+	wait_for "test \$(tail -n +$mark s1/log | grep -c \"waiting for the applied index took too long\") -ge 3" 5 &&
+	# each refusal closed its stream; what followed within a second would
+	# be the renewal sent again
+	awk -v a="$t" "\$2 == \"refused\" && \$1 > a { print \$1 }" proxy.log >refused.at &&
+	test $(wc -l <refused.at) = 3 &&
+	while read -r at; do
+		next=$(awk -v a="$at" "\$2 == \"/v3/lease/keepalive\" && \$1 > a { print \$1; exit }" proxy.log) &&
+		if test -n "$next" && awk -v a="$at" -v b="$next" "BEGIN { exit !(b - a < 1) }"; then
+			echo "a refused renewal went again $(awk -v a="$at" -v b="$next" "BEGIN { print b - a }") s later" &&
+			exit 1
+		fi
+	done <refused.at
+'
+
+test_expect_success 'then the renewals ride one stream again, and the lease was never lost' '
+	t=$(tail -n 1 refused.at) &&
+	wait_for "test \$(count_since renewal $t) -ge 2" 40 &&
+	streams=$(count_since /v3/lease/keepalive "$t") &&
+	echo "streams opened for the next two renewals: $streams" &&
+	test "$streams" = 1 &&
+	test "$(etcdctl_lease_of /alive/s1)" = "$(cat lease.before)" &&
+	! grep -q "is gone" s1/log &&
+	left=$(ttl_left) &&
+	test "$left" -ge 20
+'
+
+stop_all_nodes
+test_done
