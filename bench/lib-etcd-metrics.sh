@@ -202,14 +202,14 @@ bench_settle() {
 #
 # The counters include the trigger_update command's own requests (a Range and
 # a Txn or so: 2/N per node).
-# bench_timeline_sample OUT AT — one line into OUT: ms since BT_T0, etcd's
-# CPU ms, then the counters bench_timeline_print reads, summed over the
-# members, and the nodes at the version (the lines of the watch file AT).
+# bench_timeline_sample OUT AT VERSION — one line into OUT: ms since BT_T0,
+# etcd's CPU ms, then the counters bench_timeline_print reads, summed over the
+# members, and the nodes at VERSION (from the watch file AT).
 bench_timeline_sample() {
 	local t cpu at
 	t=$(($(now_ms) - BT_T0))
 	cpu=$(etcd_cpu_ms "${ETCD_PIDS[@]}")
-	at=$(awk '{ print $2 }' "$2" 2>/dev/null | sort -u | wc -l)
+	at=$({ grep -F "\"version\":\"$3\"" "$2" 2>/dev/null || true; } | awk '{ print $2 }' | sort -u | wc -l)
 	etcd_scrape | awk -v t="$t" -v cpu="$cpu" -v at="$at" '
 		/^etcd_server_proposals_committed_total / { committed += $2 }
 		/^etcd_server_proposals_applied_total / { applied += $2 }
@@ -266,8 +266,8 @@ bench_trigger() {
 	local tl=
 	if [ -n "${TIMELINE:-}" ]; then
 		: >"$out.timeline"
-		bench_timeline_sample "$out.timeline" "$out.at.raw"
-		(while sleep "$TIMELINE"; do bench_timeline_sample "$out.timeline" "$out.at.raw"; done) &
+		bench_timeline_sample "$out.timeline" "$out.at.raw" "$v"
+		(while sleep "$TIMELINE"; do bench_timeline_sample "$out.timeline" "$out.at.raw" "$v"; done) &
 		tl=$!
 	fi
 	orchestrate --timeout 60 trigger_update "$v" >/dev/null
@@ -291,7 +291,7 @@ bench_trigger() {
 	if [ -n "$tl" ]; then
 		kill "$tl" 2>/dev/null || true
 		wait "$tl" 2>/dev/null || true
-		bench_timeline_sample "$out.timeline" "$out.at.raw"
+		bench_timeline_sample "$out.timeline" "$out.at.raw" "$v"
 	fi
 	etcd_requests "$out.req1"
 	e1=$(etcd_gauge etcd_debugging_mvcc_events_total)

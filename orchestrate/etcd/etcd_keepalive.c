@@ -286,7 +286,32 @@ static bool stream_hung_up(struct etcd_keepalive_stream *ks)
 	return n == 0 || (n < 0 && (errno == ECONNRESET || errno == EPIPE || errno == ETIMEDOUT));
 }
 
-static cJSON *stream_etcd_refusal(struct etcd_keepalive_stream *ks);
+/*
+ * etcd's refusal of the renewal that opened the stream, or NULL.  The gateway
+ * says nothing until etcd answers the first renewal; when etcd refuses it
+ * (etcd 3.4's "waiting for the applied index took too long" while its apply
+ * queue is over a second) the reply carries the error's HTTP status, 503,
+ * and the same {"error":{"grpc_code":...}} object a running stream ends
+ * with.  It is etcd's answer to the renewal: not a gateway that cannot
+ * stream (which three in a row would make the node stop asking for
+ * streams), nor a reason to send the renewal again at once into the same
+ * queue (README, "A refusal is an answer").
+ */
+static cJSON *stream_etcd_refusal(struct etcd_keepalive_stream *ks)
+{
+	size_t len, consumed;
+
+	if (ks->in.len == 0 || !etcd_keepalive_frame(ks->in.data, ks->in.len, &len, &consumed))
+		return NULL;
+	cJSON *reply = cJSON_ParseWithLength(ks->in.data, len);
+	const cJSON *error = cJSON_GetObjectItemCaseSensitive(reply, "error");
+	if (!cJSON_IsObject(error) ||
+	    !cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(error, "grpc_code"))) {
+		cJSON_Delete(reply);
+		return NULL;
+	}
+	return reply;
+}
 
 /* etcd's refusal (stream_etcd_refusal) is the reply's last word, but curl
  * does not end the transfer on it: its upload is paused, not done.  Waited
@@ -309,33 +334,6 @@ void etcd_keepalive_stream_dispatch(struct etcd_client *c)
 	stream_process(ks);
 	if (ks->easy && (stream_refused(ks) || stream_hung_up(ks)))
 		etcd_keepalive_stream_transfer_done(ks);
-}
-
-/*
- * etcd's refusal of the renewal that opened the stream, or NULL.  The gateway
- * says nothing until etcd answers the first renewal; when etcd refuses it
- * (etcd 3.4's "waiting for the applied index took too long" while its apply
- * queue is over a second, an expired token) the reply is the error's HTTP
- * status, 503 or 401, with the same {"error":{"grpc_code":...}} object a
- * running stream ends with.  It is etcd's answer to the renewal: not a
- * gateway that cannot stream (which three in a row would make the node stop
- * asking for streams), nor a reason to send the renewal again at once into
- * the same queue (README, "A refusal is an answer").
- */
-static cJSON *stream_etcd_refusal(struct etcd_keepalive_stream *ks)
-{
-	size_t len, consumed;
-
-	if (ks->in.len == 0 || !etcd_keepalive_frame(ks->in.data, ks->in.len, &len, &consumed))
-		return NULL;
-	cJSON *reply = cJSON_ParseWithLength(ks->in.data, len);
-	const cJSON *error = cJSON_GetObjectItemCaseSensitive(reply, "error");
-	if (!cJSON_IsObject(error) ||
-	    !cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(error, "grpc_code"))) {
-		cJSON_Delete(reply);
-		return NULL;
-	}
-	return reply;
 }
 
 void etcd_keepalive_stream_transfer_done(struct etcd_keepalive_stream *ks)
