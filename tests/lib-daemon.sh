@@ -184,3 +184,16 @@ start_slow_proxy () {
 	wait_for "test -s '$TRASH/proxy.port'" 10 || skip_all "the slow proxy did not start"
 	PROXY_URL="http://127.0.0.1:$(cat "$TRASH/proxy.port")"
 }
+
+# start_node_through_proxy NODE TTL  — NODE, with a lease of TTL seconds, at
+# v1 through the slow proxy (start_slow_proxy first); its lease saved in
+# lease.before, and back once its first renewal passed the proxy.
+start_node_through_proxy () {
+	LEASE_TTL=$2 node_setup "$1" &&
+	etcdctl_put /current_version v1 &&
+	( ETCD_URL=$PROXY_URL && start_node "$1" ) &&
+	wait_for "node_at $1 v1" 20 &&
+	etcdctl_lease_of "/alive/$1" >lease.before &&
+	test -s lease.before &&
+	wait_for "grep -q \" renewal\$\" '$TRASH/proxy.log'" $(($2 + 5))
+}

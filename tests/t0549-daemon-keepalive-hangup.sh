@@ -39,13 +39,7 @@ first_after () {
 }
 
 test_expect_success 'setup: a node renewing every 10 s through the proxy' '
-	LEASE_TTL=30 node_setup s1 &&
-	etcdctl_put /current_version v1 &&
-	( ETCD_URL=$PROXY_URL && start_node s1 ) &&
-	wait_for "node_at s1 v1" 20 &&
-	etcdctl_lease_of /alive/s1 >lease.before &&
-	test -s lease.before &&
-	wait_for "renewed_since 0" 25
+	start_node_through_proxy s1 30
 '
 
 test_expect_success 'a renewal whose reply is cut off: sent again as a request of its own within seconds' '

@@ -18,16 +18,6 @@ test_have_orchestrated
 start_etcd
 start_slow_proxy
 
-now () {
-	date +%s.%N
-}
-
-# ttl_left  — the seconds etcd itself says s1's lease has left.
-ttl_left () {
-	etcdctl_ lease timetolive "$(cat lease.before)" |
-		sed -n "s/.*remaining(\([0-9-]*\)s).*/\1/p"
-}
-
 # count_since WHAT T  — proxy log lines after T whose second field is WHAT
 # (a path, "renewal", "refused").
 count_since () {
@@ -35,18 +25,12 @@ count_since () {
 }
 
 test_expect_success 'setup: a node renewing every 10 s through the proxy' '
-	LEASE_TTL=30 node_setup s1 &&
-	etcdctl_put /current_version v1 &&
-	( ETCD_URL=$PROXY_URL && start_node s1 ) &&
-	wait_for "node_at s1 v1" 20 &&
-	etcdctl_lease_of /alive/s1 >lease.before &&
-	test -s lease.before &&
-	wait_for "test \$(count_since renewal 0) -ge 1" 25
+	start_node_through_proxy s1 30
 '
 
 test_expect_success 'three renewals refused on new streams: each an answer, none sent again at once' '
 	mark=$(($(wc -l <s1/log) + 1)) &&
-	t=$(now) &&
+	t=$(date +%s.%N) &&
 	# the node renews on a stream already open: cut it at the next renewal
 	# (its reply lost, the renewal sent again as a request of its own, the
 	# first refused), so that the next two open streams
@@ -75,7 +59,7 @@ test_expect_success 'then the renewals ride one stream again, and the lease was 
 	test "$streams" = 1 &&
 	test "$(etcdctl_lease_of /alive/s1)" = "$(cat lease.before)" &&
 	! grep -q "is gone" s1/log &&
-	left=$(ttl_left) &&
+	left=$(etcdctl_ttl_of /alive/s1 | cut -d" " -f1) &&
 	test "$left" -ge 20
 '
 
