@@ -31,9 +31,10 @@ uint64_t backoff_delay(const struct backoff *b, unsigned n);
 
 /*
  * A retry before a deadline (a lease keepalive): a random delay between a
- * third and a half of the time left, never below least nor above most.  Each
- * retry halves what is left, so that the tries are a few and most of them
- * late, when whatever made the first fail (a busy etcd) has had time to pass.
+ * half and two thirds of the time left, never below least nor above most.
+ * Each retry leaves a third to a half of what was left, so that the tries are
+ * a few and most of them late, when whatever made the first fail (a busy
+ * etcd) has had time to pass.
  * Past the deadline (left 0), a random delay in [most / 2, most].  In the unit
  * of the arguments.
  */

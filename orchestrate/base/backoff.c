@@ -39,7 +39,7 @@ uint64_t backoff_delay(const struct backoff *b, unsigned n)
 
 uint64_t backoff_before(uint64_t left, uint64_t least, uint64_t most)
 {
-	uint64_t lo = left / 3, hi = left / 2;
+	uint64_t lo = left / 2, hi = left / 3 * 2;
 
 	if (left == 0)
 		return random_between(most / 2, most);

@@ -2,7 +2,7 @@
  * test_backoff.c — the one retry delay (base/backoff.h): every draw inside its
  * window, the window doubling up to the cap, never below the floor, and
  * spread (full jitter: clients that failed together do not retry together);
- * and the retry before a deadline, a third to a half of the time left.
+ * and the retry before a deadline, a half to two thirds of the time left.
  */
 #include <stdint.h>
 
@@ -83,7 +83,7 @@ int main(void)
 	range_of(&floored, 4, &lo, &hi);
 	ok(lo >= 100 && hi <= 800 && hi > 700, "never below the floor (%llu..%llu)",
 	   (unsigned long long)lo, (unsigned long long)hi);
-	/* before a deadline: a third to a half of what is left, within bounds */
+	/* before a deadline: a half to two thirds of what is left, within bounds */
 	uint64_t blo = UINT64_MAX, bhi = 0, plo = UINT64_MAX, phi = 0, slo = UINT64_MAX;
 	for (int i = 0; i < DRAWS; i++) {
 		uint64_t d = backoff_before(3000, 100, 10000), p = backoff_before(0, 100, 1000);
@@ -92,8 +92,8 @@ int main(void)
 		plo = p < plo ? p : plo, phi = p > phi ? p : phi;
 		slo = s < slo ? s : slo;
 	}
-	ok(blo >= 1000 && bhi <= 1500 && blo < 1100 && bhi > 1400,
-	   "before a deadline: a third to a half of the time left (%llu..%llu)",
+	ok(blo >= 1500 && bhi <= 2000 && blo < 1600 && bhi > 1900,
+	   "before a deadline: a half to two thirds of the time left (%llu..%llu)",
 	   (unsigned long long)blo, (unsigned long long)bhi);
 	ok(backoff_before(30000, 100, 1000) <= 1000, "before a deadline: never above most");
 	ok(slo == 100, "before a deadline: never below least (%llu)", (unsigned long long)slo);
