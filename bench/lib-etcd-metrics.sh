@@ -171,37 +171,6 @@ bench_settle() {
 	return 1
 }
 
-# bench_trigger VERSION N OUT
-#
-# Starts two timestamped watches (status/puppet/running/ and
-# running_version/, each host's {"version":…}), waits until etcd has both, reads etcd's request
-# counters and CPU, runs `orchestrate trigger_update VERSION`, waits until N
-# hosts are at VERSION (at most TRIGGER_TIMEOUT s, default 120) and until no
-# request but keepalives reached etcd for SETTLE s (default 3; at most
-# SETTLE_TIMEOUT s, default 120), then reads the counters and CPU again.  The
-# watches opened before the first reading: they count in no figure.  Sets
-#
-#   BT_T0          the trigger's wall clock, ms
-#   BT_RUN         "COUNT P50 P99 MAX": trigger -> puppet/running at VERSION
-#                  seen by the watch, ms, one sample per host (its first)
-#   BT_AT          the same for running_version/HOST at VERSION; its MAX is the
-#                  time until all N were at the version
-#   BT_AT_CLI      `orchestrate hosts_at_version VERSION | wc -l` at the end
-#   BT_METHODS     "Range 2.000 Txn 5.000 ...": requests per node by method,
-#                  LeaseKeepAlive and LeaseRenewal left out (they count
-#                  time, not the trigger)
-#   BT_REQ         requests per node, every method but those two
-#   BT_KEEPALIVE   lease renewals per node over the window (time, not trigger)
-#   BT_KA_STREAMS  keepalive streams opened per node over the window
-#   BT_CPU         etcd CPU ms per node, less the idle rate BT_IDLE_CPU_RATE
-#                  (ms/s for the whole etcd, 0 when unset) over the window
-#   BT_WINDOW      the window, s
-#   BT_EVENTS      watch events etcd sent per node over the window
-#                  (etcd_debugging_mvcc_events_total; the two watches above
-#                  take about 2 per node of them)
-#
-# The counters include the trigger_update command's own requests (a Range and
-# a Txn or so: 2/N per node).
 # bench_timeline_sample OUT AT VERSION — one line into OUT: ms since BT_T0,
 # etcd's CPU ms, then the counters bench_timeline_print reads, summed over the
 # members, and the nodes at VERSION (from the watch file AT).
@@ -242,6 +211,37 @@ bench_timeline_print() {
 		{ for (i = 1; i <= NF; i++) p[i] = $i }' "$1"
 }
 
+# bench_trigger VERSION N OUT
+#
+# Starts two timestamped watches (status/puppet/running/ and
+# running_version/, each host's {"version":…}), waits until etcd has both, reads etcd's request
+# counters and CPU, runs `orchestrate trigger_update VERSION`, waits until N
+# hosts are at VERSION (at most TRIGGER_TIMEOUT s, default 120) and until no
+# request but keepalives reached etcd for SETTLE s (default 3; at most
+# SETTLE_TIMEOUT s, default 120), then reads the counters and CPU again.  The
+# watches opened before the first reading: they count in no figure.  Sets
+#
+#   BT_T0          the trigger's wall clock, ms
+#   BT_RUN         "COUNT P50 P99 MAX": trigger -> puppet/running at VERSION
+#                  seen by the watch, ms, one sample per host (its first)
+#   BT_AT          the same for running_version/HOST at VERSION; its MAX is the
+#                  time until all N were at the version
+#   BT_AT_CLI      `orchestrate hosts_at_version VERSION | wc -l` at the end
+#   BT_METHODS     "Range 2.000 Txn 5.000 ...": requests per node by method,
+#                  LeaseKeepAlive and LeaseRenewal left out (they count
+#                  time, not the trigger)
+#   BT_REQ         requests per node, every method but those two
+#   BT_KEEPALIVE   lease renewals per node over the window (time, not trigger)
+#   BT_KA_STREAMS  keepalive streams opened per node over the window
+#   BT_CPU         etcd CPU ms per node, less the idle rate BT_IDLE_CPU_RATE
+#                  (ms/s for the whole etcd, 0 when unset) over the window
+#   BT_WINDOW      the window, s
+#   BT_EVENTS      watch events etcd sent per node over the window
+#                  (etcd_debugging_mvcc_events_total; the two watches above
+#                  take about 2 per node of them)
+#
+# The counters include the trigger_update command's own requests (a Range and
+# a Txn or so: 2/N per node).
 bench_trigger() {
 	local v=$1 n=$2 out=$3 P=${ORCHESTRATE_PREFIX:-} rev w0 c0 c1 d0 d1 s0 s1 i at=0 wr wa e0 e1
 	local deadline
@@ -262,7 +262,6 @@ bench_trigger() {
 	d0=$(etcd_cpu_ms "${DAEMON_PIDS[@]:-}")
 	s0=$(now_ms)
 	BT_T0=$(now_ms)
-	# patient: under a slow etcd (ETCD_CPU) the default 5 s would give up
 	local tl=
 	if [ -n "${TIMELINE:-}" ]; then
 		: >"$out.timeline"
@@ -270,6 +269,7 @@ bench_trigger() {
 		(while sleep "$TIMELINE"; do bench_timeline_sample "$out.timeline" "$out.at.raw" "$v"; done) &
 		tl=$!
 	fi
+	# patient: under a slow etcd (ETCD_CPU) the default 5 s would give up
 	orchestrate --timeout 60 trigger_update "$v" >/dev/null
 	# ETCD_STOP=S: etcd stopped (SIGSTOP) for S seconds, ETCD_STOP_AFTER (1)
 	# seconds into the trigger, while the nodes' writes are out: longer than

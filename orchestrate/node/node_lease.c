@@ -272,10 +272,9 @@ static void node_keepalive_arm(struct node *n, uint64_t delay)
  * thousand nodes retrying every second or two were most of the load that
  * kept the queue long until every lease ran out.  Tries that each leave a
  * third to a half of the time left give etcd that CPU, and the late tries
- * are the ones likely to find the queue drained: at 1,000 nodes on a tenth of
- * a core, a third to a half between tries refused 5.2 renewals per node and
- * lost 1.01 leases, this 1.8 and 0.44 (README, "Fewer tries").  Past the
- * lease's time, once an interval: etcd's
+ * are the ones likely to find the queue drained (README, "Fewer tries", has
+ * the runs that compare it with a third to a half).  Past the lease's time,
+ * once an interval: etcd's
  * revocation waits in the same queue, and only its answer says the lease is
  * gone.  A refused connection (etcd restarting) is tried the same
  * way: the lease cannot be renewed sooner than etcd is back, and a member that
