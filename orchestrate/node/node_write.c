@@ -129,6 +129,8 @@ static int node_write_go(struct node *n)
 
 	if (delay == 0)
 		return node_write_send(n);
+	log_info("etcd is behind: sending %s in %.1f s", n->write->what,
+		 (double)delay / (double)USEC_PER_SEC);
 	return node_timer_arm(n, &n->write->resend, delay, node_on_write_resend);
 }
 
