@@ -6,8 +6,8 @@
 #   bench/fleet.sh                      SIZES="1000 3000 10000"
 #   SIZES=100 bench/fleet.sh            a quick look
 #   CLUSTER=3 SIZES=1000 bench/fleet.sh on a 3-member etcd cluster
-#   CLUSTER=3 SPREAD=1 PROCS=3 SIZES=10000 bench/fleet.sh   10,000 nodes within a
-#                                       20,000-descriptor hard limit per process
+#   CLUSTER=3 SPREAD=1 SIZES=10000 SPLAY=30 bench/fleet.sh   10,000 nodes on 3
+#                                       members, their writes spread over 30 s
 #
 # For each N, on a fresh etcd: start the simulator, wait until every node has
 # registered and synced, then measure
@@ -27,10 +27,15 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 sizes=${SIZES:-1000 3000 10000}
 threads=${THREADS:-8}
-# PROCS=K splits the N nodes over K simulator processes (each --first, --nodes
-# N/K): one process holds ~2 descriptors a node, and a hard RLIMIT_NOFILE
-# (20,000 here, not raisable in a container) caps what one process can hold.
+# PROCS=K splits the N nodes over at least K simulator processes (each --first,
+# --nodes N/K).  A process may need up to FDS_PER_NODE descriptors a node
+# (fleet-sim.c: its connections while a run's writes and the keepalive are in
+# flight together), and a hard RLIMIT_NOFILE that cannot be raised (20,000 in
+# a container) caps what one process holds: the script then uses as many more
+# processes as that needs.  A simulator short of descriptors fails its nodes'
+# requests ("Too many open files") and measures nothing worth reading.
 procs=${PROCS:-1}
+fds_per_node=9
 triggers=${TRIGGERS:-3}
 idle_seconds=${IDLE_SECONDS:-30}
 cluster=${CLUSTER:-1}
@@ -38,6 +43,7 @@ spread=${SPREAD:-0}
 services=${SERVICES-web}
 consumes=${CONSUMES:-}
 hook_seconds=${HOOK_SECONDS:-0}
+splay=${SPLAY:-0}
 lease_ttl=${LEASE_TTL:-30}
 quiet=${QUIET:-}
 watch_idle=${WATCH_IDLE:-}
@@ -132,10 +138,18 @@ run_size() {
 	local k v svc addr t0 cat_req cat_cpu cat_times cat_n cat_ok lag base_rate rp50 rp99 rmax atn atmax
 	local -a args
 	mkdir -p "$d"
-	echo "== N=$n nodes (threads $threads, etcd members $cluster${services:+, services $services}${consumes:+, consumes $consumes})"
+	echo "== N=$n nodes (threads $threads, etcd members $cluster${services:+, services $services}${consumes:+, consumes $consumes}, splay $splay s, lease TTL $lease_ttl s)"
 
 	if [ "$cluster" -gt 1 ]; then
-		local_etcd_cluster_start "$d" m "$cluster" --quota-backend-bytes 4294967296
+		# Three members and the simulators share this machine's cores: at
+		# etcd's default timing (a heartbeat every 100 ms, an election after
+		# 1 s without one) a member starved of CPU for a second starts an
+		# election, and a 10,000-node run saw 35 leaders in 12 minutes, which
+		# measures the machine.  etcd's tuning guide counts a member's own
+		# slowness with the network's when these are set; members on hosts
+		# of their own would not need it.
+		local_etcd_cluster_start "$d" m "$cluster" --quota-backend-bytes 4294967296 \
+			--heartbeat-interval "${HEARTBEAT_MS:-250}" --election-timeout "${ELECTION_MS:-2500}"
 		ETCD_PIDS=("${LOCAL_ETCD_PIDS[@]}")
 	else
 		local_etcd_start "$d" fleet --quota-backend-bytes 4294967296
@@ -158,7 +172,7 @@ run_size() {
 	simdir=$(mktemp -d "$shm/orchestrate-fleet-sim.XXXXXX")
 	simdirs+=("$simdir")
 	out=$d/sim.out
-	args=(--threads "$threads" --lease-ttl "$lease_ttl"
+	args=(--threads "$threads" --lease-ttl "$lease_ttl" --splay "$splay"
 	      --hook-seconds "$hook_seconds" --duration "$dur")
 	[ -n "$services" ] && args+=(--services="$services")
 	[ -n "$consumes" ] && args+=(--consumes "$consumes")
@@ -167,7 +181,22 @@ run_size() {
 	[ "$hiera" = 1 ] || args+=(--no-hiera)
 	[ "$spread" = 1 ] && args+=(--spread)
 	t_start=$(now_ms)
-	local per=$(((n + procs - 1) / procs)) first=0 i=0 f
+	local nprocs=$procs hard_fds
+	hard_fds=$(ulimit -Hn)
+	if [ "$hard_fds" != unlimited ]; then
+		local fit=$(((hard_fds - 1024) / fds_per_node))
+		[ $(((n + nprocs - 1) / nprocs)) -le "$fit" ] || nprocs=$(((n + fit - 1) / fit))
+		[ "$nprocs" = "$procs" ] || echo "  $nprocs simulator processes: $fit nodes fit in" \
+			"one under the hard limit of $hard_fds descriptors"
+		# etcd holds ~3 connections a node (unary, watch stream, keepalive
+		# stream), spread over the members only with SPREAD=1
+		local members=1
+		[ "$spread" = 1 ] && members=$cluster
+		[ $((n * 3 / members + 1024)) -le "$hard_fds" ] ||
+			echo "  warning: etcd may need $((n * 3 / members + 1024)) descriptors a member," \
+				"over the hard limit of $hard_fds: connections will be refused" >&2
+	fi
+	local per=$(((n + nprocs - 1) / nprocs)) first=0 i=0 f
 	simpids=()
 	while [ "$first" -lt "$n" ]; do
 		f=$out
