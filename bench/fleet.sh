@@ -180,6 +180,9 @@ run_size() {
 	[ -n "$watch_idle" ] && args+=(--watch-idle "$watch_idle")
 	[ "$hiera" = 1 ] || args+=(--no-hiera)
 	[ "$spread" = 1 ] && args+=(--spread)
+	etcd_requests "$d/start0"
+	local start_c0
+	start_c0=$(etcd_cpu_ms "${ETCD_PIDS[@]}")
 	t_start=$(now_ms)
 	local nprocs=$procs hard_fds
 	hard_fds=$(ulimit -Hn)
@@ -223,6 +226,20 @@ run_size() {
 		return 0
 	fi
 	echo "  ready: $n nodes registered and synced in $(((t_ready - t_start) / 1000)) s"
+	# A mass start: what it took etcd per node, against what a start needs
+	# (a grant, the registration's txn, a read of the model, a watch and a
+	# keepalive stream), and what the nodes were told on the way.
+	etcd_requests "$d/start1"
+	local start_cpu
+	start_cpu=$(($(etcd_cpu_ms "${ETCD_PIDS[@]}") - start_c0))
+	echo "  start, per node: $(etcd_requests_sum "$d/start0" "$d/start1" "LeaseRenewal|LeaseKeepAlive" |
+		awk -v n="$n" '{ printf "%.2f", $1 / n }') requests ($(
+		etcd_requests_diff "$d/start0" "$d/start1" "$n" 1 | grep -Ev '^Lease(KeepAlive|Renewal) ' |
+		awk '{ printf "%s%s %.2f", sep, $1, $2; sep = ", " }')), etcd CPU $(awk -v c="$start_cpu" -v n="$n" \
+		'BEGIN { printf "%.2f", c / n }') ms (all members: $((start_cpu / 1000)) s); failures the nodes logged:"
+	sed -nE "s/^[^:]*: ((registration|sync|lease keepalive) failed): etcd '[^']*': (.*)/\1: \3/p" \
+		"$d/sim.err" | sed -E 's/, retrying in [0-9.]+ s$//' | sort | uniq -c | sort -rn |
+		head -n 6 | sed 's/^ */    /'
 
 	# --- idle ---
 	sleep 5
@@ -315,7 +332,8 @@ run_size() {
 
 	echo "$n $((t_ready - t_start)) $idle_req $idle_cpu $streams $watchers $(((rss1 - rss0) * 1024 / n)) $cat_req $cat_cpu $cat_times" >>"$results"
 	sim_stop
-	sim_usr1_final=$(cat "$out" "${out%.out}".[0-9]*.out 2>/dev/null | grep '^final' | tail -n 1)
+	# (one process has no numbered outputs: cat fails, and pipefail with it)
+	sim_usr1_final=$({ cat "$out" "${out%.out}".[0-9]*.out 2>/dev/null || true; } | grep '^final' | tail -n 1 || true)
 	echo "  simulator: ${sim_usr1_final:-no final stats}"
 	if [ -s "$d/sim.err" ]; then
 		echo "  simulator stderr: $(wc -l <"$d/sim.err") lines, e.g.:"
