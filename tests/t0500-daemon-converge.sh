@@ -54,10 +54,13 @@ test_expect_success 'hooks get a clean environment with the ORCHESTRATE_ variabl
 '
 
 test_expect_success 'services are published, healthy, and reach every hiera file' '
+	# in etcd with the run that reached the version (one txn); in each
+	# hiera file once its node saw the catalog quiet (timing.quiet), so
+	# waited for, each file on its own
 	etcdctl_get /available_services/svc-n2/n2 | grep -q "\"healthy\":true" &&
 	etcdctl_get /available_services/profile-n3/n3 | grep -q addresses &&
 	wait_for "grep -q services::svc-n3::eth0 n1/services.yaml" 10 &&
-	grep -q "healthy_services::common::eth0" n2/services.yaml
+	wait_for "grep -q healthy_services::common::eth0 n2/services.yaml" 10
 '
 
 # newest_write PREFIX — the highest mod revision of the keys below PREFIX.
