@@ -68,7 +68,7 @@
 #define LAG_BUCKETS 40		/* log2 buckets of microseconds */
 /* Descriptors per node: the unary connection, three watch streams, and room
  * for a staged rollout's three more and a running hook (pipe, pidfd). */
-#define FDS_PER_NODE 9
+#define FDS_PER_NODE 9		/* bench/fleet.sh sizes its processes by it too */
 
 enum { CMD_STOP = 1 << 0 };
 

@@ -35,7 +35,7 @@ threads=${THREADS:-8}
 # processes as that needs.  A simulator short of descriptors fails its nodes'
 # requests ("Too many open files") and measures nothing worth reading.
 procs=${PROCS:-1}
-fds_per_node=9
+fds_per_node=9		# fleet-sim.c's FDS_PER_NODE: change both together
 triggers=${TRIGGERS:-3}
 idle_seconds=${IDLE_SECONDS:-30}
 cluster=${CLUSTER:-1}
@@ -333,7 +333,7 @@ run_size() {
 	echo "$n $((t_ready - t_start)) $idle_req $idle_cpu $streams $watchers $(((rss1 - rss0) * 1024 / n)) $cat_req $cat_cpu $cat_times" >>"$results"
 	sim_stop
 	# (one process has no numbered outputs: cat fails, and pipefail with it)
-	sim_usr1_final=$({ cat "$out" "${out%.out}".[0-9]*.out 2>/dev/null || true; } | grep '^final' | tail -n 1 || true)
+	sim_usr1_final=$(cat "$out" "${out%.out}".[0-9]*.out 2>/dev/null | grep '^final' | tail -n 1 || true)
 	echo "  simulator: ${sim_usr1_final:-no final stats}"
 	if [ -s "$d/sim.err" ]; then
 		echo "  simulator stderr: $(wc -l <"$d/sim.err") lines, e.g.:"
