@@ -8,6 +8,9 @@
 #   CONSUMES=db bench/daemons.sh       ...and renders only `db` (node.consumes)
 #   POLICY='{"max_parallel":50,"max_fail_percent":10}' bench/daemons.sh
 #                                      the triggers run under that rollout policy
+#   STAGES=2 bench/daemons.sh          the daemons split into groups g1, g2 (in
+#                                      order), and the policy stages them:
+#                                      "groups":["g1","g2"] added to POLICY
 #   KEEP_LOGS=DIR bench/daemons.sh    keeps the daemons' logs (and etcd's) in DIR
 #   TIMELINE=5 bench/daemons.sh        each trigger also as a table of 5 s
 #                                      stretches: etcd's CPU, apply backlog,
@@ -51,6 +54,13 @@ triggers=${TRIGGERS:-3}
 services=${SERVICES:-0}
 consumes=${CONSUMES-}
 policy=${POLICY-}	# e.g. POLICY='{"max_parallel":50,"max_fail_percent":10}'
+stages=${STAGES:-0}	# >0: that many groups, the policy rolls them out in order
+if [ "$stages" -gt 0 ]; then
+	policy=$(python3 -c 'import json, sys
+p = json.loads(sys.argv[1] or "{}")
+p["groups"] = ["g%d" % (k + 1) for k in range(int(sys.argv[2]))]
+print(json.dumps(p, separators=(",", ":")))' "$policy" "$stages")
+fi
 etcd_cpu=${ETCD_CPU-}	# percent of one core etcd may use during the triggers
 keep_logs=${KEEP_LOGS-}	# a directory: the daemons' logs are copied there at the end
 warm=${WARM:-1}		# one trigger first, unmeasured and unconstrained
@@ -134,8 +144,11 @@ daemon_pids=()
 for i in $(seq -w 1 "$daemons"); do
 	d=$work/n$i
 	mkdir -p "$d"
+	grp=
+	# STAGES: the first N/STAGES daemons in g1, the next in g2, ...
+	[ "$stages" -gt 0 ] && grp=", group: g$(( (10#$i - 1) * stages / daemons + 1 ))"
 	cat >"$d/o.yaml" <<EOF
-node: {hostname: n$i, addresses: {eth0: 192.0.2.1}, profile_list: $d/pl.txt$svc}
+node: {hostname: n$i, addresses: {eth0: 192.0.2.1}, profile_list: $d/pl.txt$svc$grp}
 paths: {local_version: $d/cv, hiera_services: $d/s.yaml, state_dir: $d/st}
 hooks: {config: $work/config, validate: /bin/true, services: /bin/true}
 timing: {lease_ttl: ${LEASE_TTL:-30}, splay: ${SPLAY:-0}, quiet: 0.5, quiet_max: 2}

@@ -85,8 +85,11 @@ start_node () {
 			--local-version-file "$TRASH/$n_/current_version" -v "$@" \
 			>>"$TRASH/$n_/log" 2>&1 &
 		echo $! >"$TRASH/$n_/pid"
-		wait $!
-		echo $? >"$TRASH/$n_/exit"
+		# the test body runs under set -e: a daemon killed by a signal
+		# must still leave its status
+		rc_=0
+		wait $! || rc_=$?
+		echo $rc_ >"$TRASH/$n_/exit"
 	) &
 	wait_for "test -s '$TRASH/$n_/pid'" 5 || return 1
 	test_register_pid "$(node_pid "$n_")"

@@ -14,7 +14,7 @@ in_group () {
 # group_runs GROUP VERSION  — the config-start/-end lines of GROUP's nodes.
 group_runs () {
 	for n_ in $(cat "$TRASH/members.$1"); do
-		grep " $n_ $2 " "$TRASH/runs.log"
+		grep " $n_ $2 " "$TRASH/runs.log" || :	# set -e: a host with no run goes on
 	done
 }
 
@@ -53,7 +53,10 @@ test_expect_success 'within a group, max_parallel 1: no overlap' '
 '
 
 test_expect_success 'a waiting node says which group it waits for' '
-	grep -q "wait-group: waiting for group g1 (. hosts\{0,1\} behind)" b1/log &&
+	# (one host of g2 then watches g1 and counts what is behind, the other
+	# says who watches: t0705, where g1 is slow enough to show both)
+	grep -q "wait-group: waiting for group g1" b1/log &&
+	grep -q "wait-group: waiting for group g1" b2/log &&
 	grep -q "waiting for group g2" c1/log
 '
 

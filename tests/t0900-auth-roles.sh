@@ -14,7 +14,7 @@
 #   node      may write only the node-side prefixes (running_version, status,
 #             available_services, alive, rollout/holders, rollout/failed,
 #             rollout/canary, groups) and the shared rollout/halted and
-#             rollout/promoted (not history/ nor rollout_tail: a role made
+#             rollout/promoted (not history/, rollout_tail nor rollout/stages/: a role made
 #             before they existed, which the daemon runs with), and read
 #             current_version, previous_version,
 #             rollout/ and pause/: a daemon running as node registers, converges
@@ -228,6 +228,18 @@ test_expect_success 'node: the daemon honours a pause set by the operator' '
 	wait_for "node_at n1 v4" 20
 '
 
+# Nor has the role rollout/stages/: the host's claim of its stage's gate is
+# refused once, and it reads the earlier groups itself from then on.
+test_expect_success 'node: a role without rollout/stages/ (made before it existed) waits for its stage alone, and runs' '
+	etcdctl_put /groups/g0/x "" &&
+	etcdctl_put /rollout/policy "{\"groups\":[\"g0\",\"g1\"]}" &&
+	orch $OPS trigger_update v4s &&
+	wait_for "node_at n1 v4s" 20 &&
+	test "$(grep -c "etcd refused the stage gate" n1/log)" = 1 &&
+	! etcdctl_exists /rollout/stages/g0 &&
+	etcdctl_ del /groups/g0/x >/dev/null
+'
+
 test_expect_success 'node: a spent budget with auto_revert halts without the revert its role may not write' '
 	etcdctl_put /rollout/policy "{\"max_parallel\":1,\"max_failures\":0,\"auto_revert\":true}" &&
 	echo 1 >n1/config.exit &&
@@ -238,7 +250,7 @@ test_expect_success 'node: a spent budget with auto_revert halts without the rev
 	etcdctl_get /rollout/halted | grep -q "\"version\":\"v5\"" &&
 	! etcdctl_get /rollout/halted | grep -q reverted_to &&
 	test "$(etcdctl_get /current_version)" = v5 &&
-	test "$(etcdctl_get /previous_version)" = v4 &&
+	test "$(etcdctl_get /previous_version)" = v4s &&
 	test "$(grep -c "halted the rollout of v5 (.*), but etcd refused the automatic revert" n1/log)" = 1 &&
 	test "$(grep -c "halted the rollout of v5" n1/log)" = 1 &&
 	! grep -q "cannot halt" n1/log

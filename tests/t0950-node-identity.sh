@@ -46,6 +46,7 @@ test_expect_success 'node_identity --dry-run prints the grants and changes nothi
 	grep -x "READWRITE /rollout/canary/a" grants &&
 	grep -x "READWRITE /rollout/halted" grants &&
 	grep -x "READWRITE /rollout/promoted" grants &&
+	grep -x "READWRITE /rollout/stages/ (prefix)" grants &&
 	grep -x "READWRITE /rollout_tail" grants &&
 	! grep "/current_version\$" grants | grep -q WRITE &&
 	grep -x "READ      /pause/ (prefix)" grants &&
@@ -119,9 +120,9 @@ test_expect_success 'as a: its own writes work' '
 	identity_refused available_services --hostname a publish_service other --address eth0=10.0.0.1
 '
 
-test_expect_success 'as a: its rollout records and the shared halt and promotion' '
+test_expect_success 'as a: its rollout records, the shared halt and promotion, the stage gates' '
 	for k in /rollout/failed/a /rollout/canary/a /rollout/halted /rollout/promoted \
-		 /rollout_tail; do
+		 /rollout/stages/g0 /rollout_tail; do
 		etcdctl_as_a put "$k" "{\"version\":\"v0\",\"trigger\":1}" >/dev/null ||
 			{ echo "put $k was refused" >&4; exit 1; }
 		etcdctl_as_a del "$k" >/dev/null || exit 1

@@ -55,7 +55,7 @@ struct fleet_model {
 	char *host, *group;		/* group may be NULL */
 	char **consumed;		/* NULL-terminated; NULL: the whole catalog */
 	char *k_version, *k_pause_dir, *k_rollout_dir, *k_policy, *k_holders_dir;
-	char *k_failed_dir, *k_canary_dir, *k_halted, *k_promoted;
+	char *k_failed_dir, *k_canary_dir, *k_halted, *k_promoted, *k_stages_dir;
 	char *k_services_dir;
 	char **k_service_dirs;		/* one per consumed service, NULL-terminated */
 	char *k_holders_end, *k_rollout_end;	/* the ends of those prefixes */
@@ -92,6 +92,7 @@ struct fleet_model {
 	struct etcd_kv_list canaries;	/* rollout/canary/HOST */
 	struct etcd_kv halted;		/* rollout/halted; key NULL: none */
 	struct etcd_kv promoted;	/* rollout/promoted; key NULL: none */
+	struct etcd_kv_list stages;	/* rollout/stages/GROUP, sorted by key */
 	struct catalog catalog;		/* sorted; only the consumed services */
 	/* This host's own puppet and validation status as the read found them
 	 * (STATE_INVALID: none; the newest when several are set, which only
@@ -157,6 +158,22 @@ int fleet_model_holder_rank(const struct fleet_model *m, size_t *ret_rank,
  * failure or canary record of it. */
 bool fleet_model_halted(const struct fleet_model *m, struct rollout_record *ret_halt);
 bool fleet_model_promoted(const struct fleet_model *m);
+
+/*
+ * A staged rollout's gate (rollout/stages/GROUP: the stage after GROUP) for
+ * the current trigger.  STAGE_GATE_NONE when there is none (absent, another
+ * trigger's, or unreadable), STAGE_GATE_WATCHED while one host of the stage
+ * watches the earlier groups for it (*ret_host, when not NULL: caller
+ * frees), STAGE_GATE_OPEN once that host saw them done.  *ret_mod is the
+ * key's mod revision (0: absent), for a guarded write over it.
+ */
+enum stage_gate { STAGE_GATE_NONE, STAGE_GATE_WATCHED, STAGE_GATE_OPEN };
+enum stage_gate fleet_model_stage_gate(const struct fleet_model *m, const char *group,
+				       int64_t *ret_mod, char **ret_host);
+/* A gate of the current trigger that host watches for, other than keep
+ * (NULL: any): its group (points into m) and *ret_mod, or NULL. */
+const char *fleet_model_stage_claimed(const struct fleet_model *m, const char *host,
+				      const char *keep, int64_t *ret_mod);
 size_t fleet_model_failures(const struct fleet_model *m);
 size_t fleet_model_canaries(const struct fleet_model *m);
 bool fleet_model_failed_here(const struct fleet_model *m, bool any_trigger);

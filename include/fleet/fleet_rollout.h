@@ -19,6 +19,11 @@
  *                        the same txn sets current_version back.
  *   rollout/canary/HOST  HOST ran the version as a canary and validated.
  *   rollout/promoted     the canaries are accepted: every host may run.
+ *   rollout/stages/GROUP the stage after GROUP: watched for by one of its
+ *                        hosts (under that host's lease), then opened by
+ *                        it, once every alive host of GROUP and the groups
+ *                        before it runs the version.  The stage's other
+ *                        hosts wait for this one key.
  *
  * Values are JSON objects; rollout_record decodes any of them.  The
  * promote and resume txns are here; the per-host records go into a node's
@@ -78,6 +83,21 @@ int fleet_batch_canary(struct fleet_batch *b, const char *host, const char *vers
  */
 int fleet_batch_promote(struct fleet_batch *b, const char *version, int64_t trigger,
 			int64_t promoted_mod, const char *by);
+
+/*
+ * A staged rollout's gate, rollout/stages/GROUP (the stage after GROUP), for
+ * version at trigger, as a batch's guarded write (current_version still at
+ * trigger, the gate still at stage_mod, 0: absent): host claims the watch of
+ * the earlier groups for its stage ("watching", under lease, so that the
+ * claim goes with the host), or, having seen them done, opens it ("open",
+ * with no lease).  A failed guard writes nothing: another host claimed it
+ * first, or a new trigger came.
+ */
+int fleet_batch_stage(struct fleet_batch *b, const char *group, const char *version,
+		      int64_t trigger, int64_t stage_mod, const char *host, bool open, int64_t lease);
+/* Gives a claim up (its host's stage changed: a new group, a new policy),
+ * guarded by its mod revision, so that a newer claim is left alone. */
+int fleet_batch_stage_drop(struct fleet_batch *b, const char *group, int64_t stage_mod);
 
 /*
  * A halt as the daemon makes it, without blocking its loop: what it writes

@@ -95,6 +95,8 @@ char *key_rollout_canary_dir(const char *prefix);			/* P/rollout/canary/ */
 char *key_rollout_canary(const char *prefix, const char *host);
 char *key_rollout_halted(const char *prefix);
 char *key_rollout_promoted(const char *prefix);
+char *key_rollout_stages_dir(const char *prefix);			/* P/rollout/stages/ */
+char *key_rollout_stage(const char *prefix, const char *group);
 char *key_groups_dir(const char *prefix);
 char *key_group_members_dir(const char *prefix, const char *group);	/* P/groups/GROUP/ */
 char *key_group_host(const char *prefix, const char *group, const char *host);

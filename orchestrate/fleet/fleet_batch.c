@@ -288,6 +288,48 @@ int fleet_batch_promote(struct fleet_batch *b, const char *version, int64_t trig
 			    "the promotion");
 }
 
+int fleet_batch_stage(struct fleet_batch *b, const char *group, const char *version,
+		      int64_t trigger, int64_t stage_mod, const char *host, bool open, int64_t lease)
+{
+	const char *P = fleet_prefix(b->f);
+	_cleanup_(freep) char *k_cur = key_current_version(P);
+	_cleanup_(freep) char *k_stage = key_rollout_stage(P, group);
+	_cleanup_(freep) char *value = NULL;
+	struct rollout_record rec = {
+		.version = (char *)version, .trigger = trigger, .time = fleet_now(),
+		.host = (char *)host, .stage = open ? "open" : "watching",
+	};
+	int r;
+
+	if (!name_ok(group) || !name_ok(version) || !name_ok(host) || trigger <= 0 ||
+	    stage_mod < 0)
+		return batch_refuse(b, -EINVAL, "the stage gate");
+	if (!k_cur || !k_stage)
+		return -ENOMEM;
+	if ((r = rollout_record_encode(&rec, &value)) < 0 ||
+	    (r = fleet_batch_if_written_at(b, k_cur, trigger)) < 0 ||
+	    (r = fleet_batch_if_written_at(b, k_stage, stage_mod)) < 0)
+		return batch_refuse(b, r, "the stage gate");
+	/* watching: under the watcher's lease, so that its death hands the
+	 * watch on; open: for good (the trigger names what it opens) */
+	return batch_refuse(b, batch_put(b, TAKE_PTR(k_stage), value, open ? 0 : lease),
+			    "the stage gate");
+}
+
+int fleet_batch_stage_drop(struct fleet_batch *b, const char *group, int64_t stage_mod)
+{
+	_cleanup_(freep) char *k_stage = key_rollout_stage(fleet_prefix(b->f), group);
+	int r;
+
+	if (!name_ok(group) || stage_mod <= 0)
+		return batch_refuse(b, -EINVAL, "the stage gate");
+	if (!k_stage)
+		return -ENOMEM;
+	if ((r = fleet_batch_if_written_at(b, k_stage, stage_mod)) < 0)
+		return batch_refuse(b, r, "the stage gate");
+	return batch_refuse(b, batch_delete(b, TAKE_PTR(k_stage)), "the stage gate");
+}
+
 int fleet_batch_halt(struct fleet_batch *b, const struct rollout_halt *h)
 {
 	const char *P = fleet_prefix(b->f);

@@ -8,7 +8,8 @@
  * groups/G/H and available_services/S/H for each service named; and what
  * every node shares: rollout/failed/ (a host that died holding a slot gets
  * its record from another), rollout/halted and rollout/promoted (a node that
- * sees the failure budget exceeded halts the rollout).  It reads what it acts on:
+ * sees the failure budget exceeded halts the rollout), rollout/stages/ (the
+ * gates of a staged rollout).  It reads what it acts on:
  * the versions, pause/, rollout/, the catalog, and (for staged rollouts)
  * alive/, running_version/ and groups/.  fleet_identity_grants() computes that
  * list (pure); fleet_identity_apply() makes the etcd user H and the role
@@ -136,6 +137,10 @@ int fleet_identity_grants(const char *P, const char *host, const char *group,
 		r = grants_add(&g, key_rollout_halted(P), false, FLEET_PERM_READWRITE);
 	if (r >= 0)
 		r = grants_add(&g, key_rollout_promoted(P), false, FLEET_PERM_READWRITE);
+	/* the gates of a staged rollout: which one a host watches for follows
+	 * the policy's group order, which the operator may change */
+	if (r >= 0)
+		r = grants_add(&g, key_rollout_stages_dir(P), true, FLEET_PERM_READWRITE);
 	if (r >= 0 && group)
 		r = grants_add(&g, key_group_host(P, group, host), false, FLEET_PERM_READWRITE);
 	for (size_t i = 0; services && services[i] && r >= 0; i++)

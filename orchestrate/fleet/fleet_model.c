@@ -136,7 +136,9 @@ static int model_fill(struct fleet_model *m, const char *P, const char *host, co
 	m->k_canary_dir = key_rollout_canary_dir(P);
 	m->k_halted = key_rollout_halted(P);
 	m->k_promoted = key_rollout_promoted(P);
-	if (!m->k_failed_dir || !m->k_canary_dir || !m->k_halted || !m->k_promoted)
+	m->k_stages_dir = key_rollout_stages_dir(P);
+	if (!m->k_failed_dir || !m->k_canary_dir || !m->k_halted || !m->k_promoted ||
+	    !m->k_stages_dir)
 		return -ENOMEM;
 	if (!m->prefix || !m->host || (group && !m->group) || !m->k_version || !m->k_pause_dir || !m->k_policy ||
 	    !m->k_holders_dir || !m->k_services_dir)
@@ -184,6 +186,7 @@ static void safety_clear(struct fleet_model *m)
 {
 	etcd_kv_list_release(&m->failed);
 	etcd_kv_list_release(&m->canaries);
+	etcd_kv_list_release(&m->stages);
 	etcd_kv_release(&m->halted);
 	etcd_kv_release(&m->promoted);
 	m->halted = (struct etcd_kv){ 0 };
@@ -228,6 +231,7 @@ void fleet_model_release(struct fleet_model *m)
 	free(m->k_canary_dir);
 	free(m->k_halted);
 	free(m->k_promoted);
+	free(m->k_stages_dir);
 	catalog_release(&m->catalog);
 	*m = (struct fleet_model){ .catalog = CATALOG_INIT };
 }
@@ -428,6 +432,9 @@ static int apply_one(struct fleet_model *m, const struct etcd_kv *kv, bool delet
 		*changed |= MODEL_ROLLOUT;
 	} else if (is_key(kv, m->k_promoted)) {
 		r = set_record(&m->promoted, kv, deleted);
+		*changed |= MODEL_ROLLOUT;
+	} else if (has_prefix(kv, m->k_stages_dir)) {
+		r = kv_list_apply(&m->stages, kv, deleted);
 		*changed |= MODEL_ROLLOUT;
 	} else if (catalog_wanted(m, kv)) {
 		r = catalog_apply_kv(&m->catalog, m->k_services_dir, kv, deleted);
@@ -698,6 +705,53 @@ static size_t count_current(const struct fleet_model *m, const struct etcd_kv_li
 	for (size_t i = 0; i < l->n; i++)
 		n += record_current(m, &l->kvs[i], NULL);
 	return n;
+}
+
+enum stage_gate fleet_model_stage_gate(const struct fleet_model *m, const char *group,
+				       int64_t *ret_mod, char **ret_host)
+{
+	_cleanup_(rollout_record_releasep) struct rollout_record rec = { 0 };
+	size_t n = strlen(m->k_stages_dir);
+	const struct etcd_kv *kv = NULL;
+
+	*ret_mod = 0;
+	if (ret_host)
+		*ret_host = NULL;
+	for (size_t i = 0; group && i < m->stages.n && !kv; i++)
+		if (m->stages.kvs[i].key_len > n && strcmp(m->stages.kvs[i].key + n, group) == 0)
+			kv = &m->stages.kvs[i];
+	if (!kv)
+		return STAGE_GATE_NONE;
+	*ret_mod = kv->mod_revision;
+	if (!record_current(m, kv, &rec) || !rec.stage)
+		return STAGE_GATE_NONE;	/* another trigger's, or not ours to read */
+	if (strcmp(rec.stage, "open") == 0)
+		return STAGE_GATE_OPEN;
+	if (strcmp(rec.stage, "watching") != 0 || !rec.host || !schema_name_valid(rec.host))
+		return STAGE_GATE_NONE;
+	if (ret_host)
+		*ret_host = TAKE_PTR(rec.host);
+	return STAGE_GATE_WATCHED;
+}
+
+const char *fleet_model_stage_claimed(const struct fleet_model *m, const char *host,
+				      const char *keep, int64_t *ret_mod)
+{
+	size_t n = strlen(m->k_stages_dir);
+
+	for (size_t i = 0; i < m->stages.n; i++) {
+		const char *group = m->stages.kvs[i].key + n;
+		_cleanup_(freep) char *watcher = NULL;
+		int64_t mod;
+		if (m->stages.kvs[i].key_len <= n || (keep && strcmp(group, keep) == 0))
+			continue;
+		if (fleet_model_stage_gate(m, group, &mod, &watcher) == STAGE_GATE_WATCHED &&
+		    strcmp(watcher, host) == 0) {
+			*ret_mod = mod;
+			return group;
+		}
+	}
+	return NULL;
 }
 
 size_t fleet_model_failures(const struct fleet_model *m)

@@ -430,6 +430,20 @@ char *key_rollout_promoted(const char *prefix)
 	return key_build(prefix, false, W("rollout"), W("promoted"), END);
 }
 
+/* A staged rollout's gate: rollout/stages/GROUP is the stage after GROUP,
+ * watched for by one of its hosts and then opened (orchestrate(1)). */
+char *key_rollout_stages_dir(const char *prefix)
+{
+	return key_build(prefix, true, W("rollout"), W("stages"), END);
+}
+
+char *key_rollout_stage(const char *prefix, const char *group)
+{
+	if (!group)
+		return NULL;
+	return key_build(prefix, false, W("rollout"), W("stages"), N(group), END);
+}
+
 char *key_groups_dir(const char *prefix)
 {
 	return key_build(prefix, true, W("groups"), END);

@@ -400,7 +400,7 @@ static void node_wait(struct node *n, enum node_state state, const char *wait,
 static bool node_evaluate_run(struct node *n)
 {
 	_cleanup_(freep) char *missing = NULL, *missing_short = NULL;
-	_cleanup_(freep) char *waiting_group = NULL;
+	_cleanup_(freep) char *waiting_group = NULL, *group_watcher = NULL;
 	_cleanup_(rollout_record_releasep) struct rollout_record halt = { 0 };
 	struct slot_wait wait = { 0 };
 	int r;
@@ -436,6 +436,7 @@ static bool node_evaluate_run(struct node *n)
 		if (asprintf(&line, "paused: %s", or_none(n->pause_reason)) < 0)
 			return false;
 		node_wait(n, NODE_PAUSED, "pause", line, NULL);
+		node_stage_duty(n);
 		return false;
 	}
 
@@ -447,11 +448,13 @@ static bool node_evaluate_run(struct node *n)
 		if (asprintf(&line, "waiting for %s", or_none(missing_short)) < 0)
 			return false;
 		node_wait(n, NODE_WAIT_DEPENDENCIES, "dependency", missing, line);
+		node_stage_duty(n);
 		return false;
 	}
 
 	r = node_take_slot(n, &wait);
 	waiting_group = wait.group;
+	group_watcher = wait.watcher;
 	if (r < 0) {
 		log_warnx("cannot take a rollout slot: %s", node_etcd_error(n));
 		node_set_state(n, NODE_WAIT_SLOT, "cannot take a rollout slot: %s",
@@ -473,7 +476,9 @@ static bool node_evaluate_run(struct node *n)
 		if (waiting_group) {
 			st = NODE_WAIT_GROUP, why = "group";
 			k = asprintf(&detail, "waiting for group %s", waiting_group);
-			if (k >= 0)
+			if (k >= 0 && group_watcher)
+				k = asprintf(&line, "%s (watched by %s)", detail, group_watcher);
+			else if (k >= 0 && wait.behind > 0)
 				k = asprintf(&line, "%s (%zu host%s behind)", detail, wait.behind,
 					     wait.behind == 1 ? "" : "s");
 		} else if (wait.canary) {

@@ -201,6 +201,22 @@ struct node_rollout {
 	int64_t *dead_written;		/* revisions of the records written here that... */
 	size_t n_dead_written;		/* ...the model may not hold yet */
 	int64_t promoted_trigger;	/* the trigger its automatic promote was sent for */
+	/* The stage gate this node last wrote (node_stage_turn): for which
+	 * trigger, over which mod revision of the key, how far the model held
+	 * the gates when it went, and the revision it landed at (0: not
+	 * answered yet; -1: its guard refused it, and what refused it, a
+	 * change to the key or the trigger, is on its way). */
+	int64_t gate_trigger, gate_mod, gate_sent_seen, gate_written;
+	bool gate_claim;		/* that write claimed (else it opened) */
+	int64_t gate_drop_mod;		/* a stale claim given up, at that mod revision */
+	/* etcd refused this host the gates (a role made before they
+	 * existed): it reads the earlier groups itself, as --once does */
+	bool gate_refused;
+	/* Its claim waits a random delay (node_stage_turn), for this trigger
+	 * and this state of the key; due once the timer fired. */
+	sd_event_source *gate_timer;
+	int64_t gate_due_trigger, gate_due_mod;
+	bool gate_due;
 	int64_t budget_trigger;		/* the failure count last checked against... */
 	size_t budget_count;		/* ...the budget, so it is checked once */
 };
@@ -487,7 +503,8 @@ void node_facts_release(struct node *n);
 int node_check_dependencies(struct node *n, char **ret_missing, char **ret_short);
 struct slot_wait {
 	char *group;		/* an earlier group still behind, or NULL */
-	size_t behind;		/* how many of its alive hosts */
+	size_t behind;		/* how many of its alive hosts (0: not counted here) */
+	char *watcher;		/* else the host of the stage that watches them */
 	long limit;		/* else: the slots of the node's stage */
 	bool ranked;		/* the node's place in the queue is known: */
 	size_t rank;		/* hosts ahead of it (0-based place) */
@@ -504,6 +521,10 @@ int node_take_slot(struct node *n, struct slot_wait *ret_wait);
  * guards make it once per trigger (fleet_batch_promote). */
 int node_promote_if_due(struct node *n, const struct slot_wait *w);
 void node_unwatch_stage(struct node *n);
+/* The host that watches the earlier groups for its stage keeps doing so
+ * while it cannot start a run itself (paused, a dependency missing): the
+ * rest of its stage waits for it. */
+void node_stage_duty(struct node *n);
 /* Idle: no progress deadline, no slot, no stage watch. */
 void node_rollout_idle(struct node *n);
 /* Stopping: the progress timer, the stage watch and a halt's or dead

@@ -14,8 +14,16 @@
  * (node_facts.c: read without blocking, the answer decides again):
  * max_percent (the alive count it is a percentage of), max_fail_percent (the
  * same, once a host failed) and groups (whether the earlier groups are done).
- * While an earlier group is behind, a second stream watches running_version/
- * and alive/, the two things that can end the wait.
+ *
+ * A staged rollout's wait costs the fleet one watcher per stage, not every
+ * host of it: the first host of a stage to wait claims its gate,
+ * rollout/stages/GROUP (the stage after GROUP, under its lease), reads the
+ * facts and watches running_version/ and alive/ on a second stream, the two
+ * things that can end the wait; once every alive host of the earlier groups
+ * runs the version it opens the gate.  The other hosts of the stage wait
+ * for that one key, which comes on their own stream (rollout/): no read, no
+ * second stream, one event.  A watcher that dies takes its claim with its
+ * lease, and the next host to see that claims it again.
  *
  * What the node writes for the rollout's safety does not block the loop: a
  * halt is previous_version's read (only to revert) and a guarded write in
@@ -255,6 +263,7 @@ static void node_release_slot(struct node *n)
 void node_rollout_idle(struct node *n)
 {
 	node_timer_cancel(&n->rollout.progress_timer);
+	node_timer_cancel(&n->rollout.gate_timer);
 	node_release_slot(n);
 }
 
@@ -268,6 +277,7 @@ void node_rollout_stop(struct node *n)
 	struct node_rollout *ro = &n->rollout;
 
 	node_timer_cancel(&ro->progress_timer);
+	node_timer_cancel(&ro->gate_timer);
 	node_unwatch_stage(n);
 	node_queue_stop(n);
 	node_facts_release(n);
@@ -436,6 +446,249 @@ int node_promote_if_due(struct node *n, const struct slot_wait *w)
 	return 0;
 }
 
+/* How long the hosts of a stage spread their claims of its gate over. */
+#define GATE_CLAIM_SPREAD_USEC (2 * USEC_PER_SEC)
+
+/* The gate's key is in rollout/ above holders/: how far the model holds
+ * that range. */
+static int64_t node_gate_seen(const struct fleet_model *m)
+{
+	return m->queue_apart ? m->rollout_high_revision : m->rollout_revision;
+}
+
+/* A write of the gate ended (node_gate_write). */
+static void node_gate_written(struct node *n, int r)
+{
+	struct node_rollout *ro = &n->rollout;
+
+	if (r == -ECANCELED) {
+		ro->gate_written = -1;	/* another host's claim or a new trigger, on its way */
+		return;
+	}
+	if (r == -EACCES && !ro->gate_refused) {
+		log_warnx("etcd refused the stage gate (%s): this host reads the earlier groups "
+			  "itself until orchestrated restarts (run node_identity again, or grant "
+			  "the node role rollout/stages/)", node_etcd_error(n));
+		ro->gate_refused = true;
+		ro->gate_trigger = 0;
+		node_schedule_evaluate(n);
+		return;
+	}
+	if (r < 0) {
+		log_warnx("cannot write a stage gate: %s, will retry", node_etcd_error(n));
+		ro->gate_trigger = 0;
+		node_retry_later(n);
+		return;
+	}
+	ro->gate_written = node_write_revision(n);
+	if (ro->gate_claim)
+		log_info("this host watches the earlier groups for its stage of %s",
+			 or_none(n->sync.model.desired));
+}
+
+/* A claim's delay ended: the next decision claims, if the gate is still
+ * unclaimed. */
+static int node_on_gate_timer(sd_event_source *s, uint64_t usec, void *userdata)
+{
+	struct node *n = userdata;
+
+	node_timer_cancel(&n->rollout.gate_timer);
+	n->rollout.gate_due = true;
+	node_schedule_evaluate(n);
+	return 0;
+}
+
+/* Giving a claim up ended (node_stage_drop_stale). */
+static void node_gate_dropped(struct node *n, int r)
+{
+	if (r < 0 && r != -ECANCELED) {
+		log_warnx("cannot give up a stage gate: %s, will retry", node_etcd_error(n));
+		n->rollout.gate_drop_mod = 0;
+		node_retry_later(n);
+	}
+}
+
+/*
+ * A claim this host holds for a stage that is no longer its own (its group,
+ * or the policy's order of groups, changed while it waited) is given up:
+ * the hosts of that stage would otherwise wait for a watcher that no longer
+ * watches.  keep is the gate of its stage now (NULL: none).  1 while such a
+ * write is on its way, 0 when there is none, or a negative code.
+ */
+static int node_stage_drop_stale(struct node *n, const char *keep)
+{
+	const struct fleet_model *m = &n->sync.model;
+	struct node_rollout *ro = &n->rollout;
+	struct fleet_batch *b = NULL;
+	const char *group;
+	int64_t mod;
+	int r;
+
+	if (!(group = fleet_model_stage_claimed(m, n->host, keep, &mod)))
+		return 0;
+	if (ro->gate_drop_mod == mod)
+		return 1;	/* sent: its deletion comes on the stream */
+	if ((r = fleet_batch_new(&n->fleet, &b)) < 0 ||
+	    (r = fleet_batch_stage_drop(b, group, mod)) < 0) {
+		fleet_batch_free(b);
+		return r;
+	}
+	log_info("giving up the watch of the stage after group %s: this host's stage changed",
+		 group);
+	if ((r = node_write_begin(n, b, "a stage gate given up", node_gate_dropped)) < 0)
+		return r;
+	ro->gate_drop_mod = mod;
+	return 1;
+}
+
+/* Claims the gate of the stage after group before (open false) or opens
+ * it, over the key's mod revision mod: 0 once the write is in flight. */
+static int node_gate_write(struct node *n, const char *before, int64_t mod, bool open)
+{
+	const struct fleet_model *m = &n->sync.model;
+	struct node_rollout *ro = &n->rollout;
+	struct fleet_batch *b = NULL;
+	int r;
+
+	if ((r = fleet_batch_new(&n->fleet, &b)) < 0 ||
+	    (r = fleet_batch_stage(b, before, m->desired, m->trigger, mod, n->host, open,
+				   n->lease.id)) < 0) {
+		fleet_batch_free(b);
+		return r;
+	}
+	if ((r = node_write_begin(n, b, open ? "the opening of the next stage" :
+				  "the watch of the earlier groups", node_gate_written)) < 0)
+		return r;
+	ro->gate_trigger = m->trigger;
+	ro->gate_mod = mod;
+	ro->gate_sent_seen = node_gate_seen(m);
+	ro->gate_written = 0;
+	ro->gate_claim = !open;
+	if (open)
+		log_fields(LOG_NOTICE, m->desired, NULL,
+			   "every alive host of group %s and the groups before it runs %s: "
+			   "the next stage may start", before, m->desired);
+	return 0;
+}
+
+/*
+ * A staged rollout (the policy's groups): 1 when the node's stage may start
+ * (the first stage, or its gate open), 0 while it waits (ret_wait->group set,
+ * or ->reading while a write or read of its own decides), or a negative
+ * code.  The gate of a stage is rollout/stages/G, G the group before it in
+ * the policy; being open it says that every earlier group was done.
+ */
+static int node_stage_turn(struct node *n, struct slot_wait *ret_wait)
+{
+	const struct fleet_model *m = &n->sync.model;
+	const struct rollout_policy *policy = &m->policy;
+	struct node_rollout *ro = &n->rollout;
+	size_t stage = rollout_policy_stage(policy, n->opt.config->group);
+	_cleanup_(freep) char *watcher = NULL;
+	const struct fleet_facts *x;
+	enum stage_gate gate;
+	int64_t mod;
+	int r;
+
+	const char *before = stage > 0 ? policy->groups[stage - 1] : NULL;
+	if ((r = node_stage_drop_stale(n, before)) != 0) {
+		ret_wait->reading = r > 0;	/* decided again once it is gone */
+		return r < 0 ? r : 0;
+	}
+	if (stage == 0)
+		return 1;
+	gate = fleet_model_stage_gate(m, before, &mod, &watcher);
+	if (gate == STAGE_GATE_OPEN) {
+		node_unwatch_stage(n);
+		return 1;
+	}
+	if (ro->gate_trigger == m->trigger && ro->gate_mod == mod &&
+	    (ro->gate_written == 0 ||
+	     (ro->gate_written < 0 && node_gate_seen(m) == ro->gate_sent_seen) ||
+	     node_gate_seen(m) < ro->gate_written)) {
+		/* Its write, or what refused it, comes next: a key that
+		 * looks as it did may have changed and changed back (a claim
+		 * whose host died), so any newer event of the gates' range
+		 * lets it decide again. */
+		ret_wait->reading = true;
+		return 0;
+	}
+	if (gate == STAGE_GATE_WATCHED && strcmp(watcher, n->host) != 0) {
+		/* Another host of the stage watches: wait for the gate alone. */
+		node_unwatch_stage(n);
+		if (!(ret_wait->group = strdup(before)))
+			return -ENOMEM;
+		ret_wait->watcher = TAKE_PTR(watcher);
+		return 0;
+	}
+	bool alone = n->once || ro->gate_refused;	/* reads the earlier groups itself */
+	if (gate == STAGE_GATE_NONE && !alone && (!n->lease.registered || n->lease.id <= 0)) {
+		/* A claim is under the host's lease, or it would outlive it. */
+		ret_wait->reading = true;	/* the registration decides again */
+		return 0;
+	}
+	if (gate == STAGE_GATE_NONE && !alone) {
+		/* Unclaimed (--once looks for itself: it will not stay to watch
+		 * for others).  Every host of the stage sees that at once, at
+		 * the trigger or when the watcher's lease went: each claims
+		 * after a random delay, so that the first claim reaches most
+		 * of the others before they send theirs. */
+		if (!ro->gate_due || ro->gate_due_trigger != m->trigger || ro->gate_due_mod != mod) {
+			if (!ro->gate_timer || ro->gate_due_trigger != m->trigger ||
+			    ro->gate_due_mod != mod) {
+				ro->gate_due = false;
+				ro->gate_due_trigger = m->trigger;
+				ro->gate_due_mod = mod;
+				if (node_timer_arm(n, &ro->gate_timer,
+						   random_between(0, GATE_CLAIM_SPREAD_USEC),
+						   node_on_gate_timer) < 0)
+					return -ENOMEM;
+			}
+			if (!(ret_wait->group = strdup(before)))
+				return -ENOMEM;
+			return 0;
+		}
+		ro->gate_due = false;
+		if ((r = node_gate_write(n, before, mod, false)) < 0)
+			return r;
+		ret_wait->reading = true;
+		return 0;
+	}
+	/* This host watches for its stage. */
+	if ((r = node_facts_get(n, FACTS_STAGES, 0, &x)) <= 0) {
+		ret_wait->reading = r == 0;
+		return r;
+	}
+	r = fleet_facts_stage_ready(x, policy, n->opt.config->group, n->host, m->desired,
+				    &ret_wait->group, &ret_wait->behind);
+	if (r <= 0)
+		return r < 0 ? r : node_watch_stage(n, x->revision + 1);
+	node_unwatch_stage(n);
+	if (alone)
+		return 1;
+	if ((r = node_gate_write(n, before, mod, true)) < 0)
+		return r;
+	ret_wait->reading = true;
+	return 0;
+}
+
+void node_stage_duty(struct node *n)
+{
+	const struct fleet_model *m = &n->sync.model;
+	struct slot_wait w = { 0 };
+	int64_t mod;
+
+	if (n->once || m->policy_state != 1 || !m->policy.n_groups || !m->desired ||
+	    !fleet_model_stage_claimed(m, n->host, NULL, &mod))
+		return;	/* the usual case: it watches for no stage */
+	/* its own stage's gate, being claimed, is watched, never claimed here;
+	 * another's is given up */
+	if (node_stage_turn(n, &w) < 0)
+		log_warnx("cannot watch the earlier groups: %s", node_etcd_error(n));
+	free(w.group);
+	free(w.watcher);
+}
+
 /*
  * Asks the rollout whether the node may run (fleet_model_decide(), from the
  * model at the revision being evaluated).  Returns 1 when it may (no policy,
@@ -466,24 +719,18 @@ int node_take_slot(struct node *n, struct slot_wait *ret_wait)
 		node_release_slot(n);
 		return 1;
 	}
-	if ((policy->n_groups || (policy->max_percent > 0 && policy->max_parallel <= 0)) && !holds) {
-		/* Both need the fleet beyond the model: wait for its facts. */
+	if (policy->n_groups && !holds && (r = node_stage_turn(n, ret_wait)) <= 0) {
+		if (ret_wait->group)
+			node_drop_holder(n);
+		return r;
+	}
+	if (policy->max_percent > 0 && policy->max_parallel <= 0 && !holds) {
+		/* The limit is a share of the stage's alive hosts: wait for the facts. */
 		if ((r = node_facts_get(n, policy->n_groups ? FACTS_STAGES : FACTS_ALIVE, 0,
 					&x)) <= 0) {
 			ret_wait->reading = r == 0;
 			return r;
 		}
-	}
-	if (policy->n_groups && !holds) {
-		r = fleet_facts_stage_ready(x, policy, cfg->group, n->host, n->sync.model.desired,
-					    &ret_wait->group, &ret_wait->behind);
-		if (r < 0)
-			return r;
-		if (r == 0) {
-			node_drop_holder(n);
-			return node_watch_stage(n, x->revision + 1);
-		}
-		node_unwatch_stage(n);
 	}
 	if (!holds) {
 		if (policy->max_parallel > 0)

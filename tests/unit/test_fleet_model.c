@@ -343,6 +343,80 @@ static void test_records_of_this_trigger(void)
 	fleet_model_release(&m);
 }
 
+/* A stage's gate, rollout/stages/GROUP: watched by a host, then open; only
+ * the current trigger's counts, and a value that does not decode, or names
+ * no valid host, is no gate (the next host claims it over its revision). */
+static char *gate(const char *stage, const char *host, int64_t trigger)
+{
+	char *s = NULL;
+	if (asprintf(&s, "{\"version\":\"v2\",\"host\":\"%s\",\"trigger\":%lld,\"time\":1,"
+		     "\"stage\":\"%s\"}", host, (long long)trigger, stage) < 0)
+		exit(1);
+	return s;
+}
+
+static void test_stage_gates(void)
+{
+	struct fleet_model m;
+	struct response r = { .rev = 90 };
+	_cleanup_(freep) char *w = gate("watching", "b2", 90), *o = gate("open", "b2", 90);
+	_cleanup_(freep) char *stale = gate("open", "b2", 7), *bad = gate("watching", "../x", 90);
+	_cleanup_(freep) char *mine = gate("watching", "h9", 90);
+	_cleanup_(freep) char *host = NULL;
+	int64_t mod = -1;
+
+	ok(fleet_model_init(&m, "", "h9", "g3", NULL) == 0, "init");
+	put(&r, "/current_version", "v2");
+	apply(&m, &r);
+	is_int(fleet_model_stage_gate(&m, "g1", &mod, &host), STAGE_GATE_NONE, "no gate: none");
+	ok(mod == 0 && !host, "absent: mod 0, no host");
+
+	put(&r, "/rollout/stages/g1", stale);
+	apply(&m, &r);
+	is_int(fleet_model_stage_gate(&m, "g1", &mod, NULL), STAGE_GATE_NONE,
+	       "an old trigger's open gate: none");
+	ok(mod == 91, "with its mod revision, to claim it over");
+
+	put(&r, "/rollout/stages/g1", w);
+	apply(&m, &r);
+	is_int(fleet_model_stage_gate(&m, "g1", &mod, &host), STAGE_GATE_WATCHED, "watched");
+	ok(host && strcmp(host, "b2") == 0 && mod == 92, "by b2, at its revision");
+	free(host);
+	host = NULL;
+	ok(!fleet_model_stage_claimed(&m, "h9", NULL, &mod), "not this host's claim");
+	ok(fleet_model_stage_claimed(&m, "b2", NULL, &mod) != NULL, "b2's claim");
+	ok(!fleet_model_stage_claimed(&m, "b2", "g1", &mod), "b2's, but the one it keeps");
+
+	put(&r, "/rollout/stages/g1", o);
+	apply(&m, &r);
+	is_int(fleet_model_stage_gate(&m, "g1", &mod, NULL), STAGE_GATE_OPEN, "open");
+	is_int(fleet_model_stage_gate(&m, "g2", &mod, NULL), STAGE_GATE_NONE,
+	       "another group's gate: none");
+
+	put(&r, "/rollout/stages/g2", bad);
+	put(&r, "/rollout/stages/g0", "not json");
+	put(&r, "/rollout/stages/g4", mine);
+	apply(&m, &r);
+	is_int(fleet_model_stage_gate(&m, "g2", &mod, &host), STAGE_GATE_NONE,
+	       "a claim naming no valid host: none");
+	ok(!host, "and no host returned");
+	is_int(fleet_model_stage_gate(&m, "g0", &mod, NULL), STAGE_GATE_NONE, "not JSON: none");
+	ok(mod == 94, "its revision all the same");
+	ok(strcmp(fleet_model_stage_claimed(&m, "h9", "g3", &mod), "g4") == 0 && mod == 94,
+	   "this host's claim of g4, found when it keeps g3");
+
+	del(&r, "/rollout/stages/g1");
+	apply(&m, &r);
+	is_int(fleet_model_stage_gate(&m, "g1", &mod, NULL), STAGE_GATE_NONE, "deleted: none");
+	ok(mod == 0, "deleted: mod 0");
+
+	/* a new trigger closes every gate */
+	put(&r, "/current_version", "v2");
+	apply(&m, &r);
+	ok(!fleet_model_stage_claimed(&m, "h9", NULL, &mod), "a new trigger: the claim is stale");
+	fleet_model_release(&m);
+}
+
 /* Canaries first: until promoted, the canaries are the only slots; a
  * promotion opens the stage to its limit. */
 static void test_canary_then_promote(void)
@@ -478,5 +552,6 @@ int main(void)
 	test_stages_and_rank();
 	test_records_of_this_trigger();
 	test_canary_then_promote();
+	test_stage_gates();
 	return done_testing();
 }
