@@ -181,6 +181,8 @@ struct node_rollout {
 	bool marked;			/* the start that marks the slot's key was written */
 	bool release_sent;		/* a write in flight gives the slot back */
 	struct etcd_watch *stage_watch;	/* only while an earlier group is behind */
+	sd_event_source *stage_timer;	/* the next look at the earlier groups */
+	int64_t stage_seen;		/* the newest revision the stage watch sent */
 	sd_event_source *progress_timer;	/* progress_deadline, first waiting */
 	uint64_t progress_releases;	/* queue.releases when it was armed */
 	int64_t halt_revision;		/* of the halt this node wrote (node_halt_pending) */
@@ -216,6 +218,7 @@ struct node_rollout {
 	 * and this state of the key; due once the timer fired. */
 	sd_event_source *gate_timer;
 	int64_t gate_due_trigger, gate_due_mod;
+	bool gate_armed;		/* the delay runs or ran, for those */
 	bool gate_due;
 	int64_t budget_trigger;		/* the failure count last checked against... */
 	size_t budget_count;		/* ...the budget, so it is checked once */
@@ -289,6 +292,7 @@ struct node {
 	struct node_write *write;	/* writes in flight, first first (node_write.c) */
 	struct pace pace;		/* how fast it writes (node_pace.c), µs */
 	uint64_t pace_strains;		/* signs of a backlog it widened for */
+	uint64_t pace_last_wait;	/* how long its last answered request waited */
 	int64_t write_revision;		/* where the write whose done runs landed (node_write.c) */
 
 	/* metrics (paths.metrics_file) */
@@ -401,6 +405,9 @@ void node_pace_strained(struct node *n, const char *why, uint64_t waited);
 void node_pace_answered(struct node *n, int error, uint64_t sent);
 /* How long the node's next write waits first: 0 at full speed. */
 uint64_t node_pace_delay(struct node *n);
+/* How long the node's last answered request waited (0: none yet): what
+ * etcd's answers take now. */
+uint64_t node_pace_last_wait(const struct node *n);
 /* A retry's delay: the larger of its backoff delay and the pace's. */
 uint64_t node_paced(struct node *n, uint64_t delay);
 

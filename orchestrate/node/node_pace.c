@@ -83,6 +83,8 @@ void node_pace_answered(struct node *n, int error, uint64_t sent)
 {
 	uint64_t waited = sent ? node_now(n) - sent : 0;
 
+	if (error == 0 && sent)
+		n->pace_last_wait = waited;
 	if (pace_error_is_strain(error)) {
 		if (waited >= PACE_SIGN_USEC)
 			node_pace_strained(n, "a request failed or got no answer in time", waited);
@@ -95,6 +97,11 @@ void node_pace_answered(struct node *n, int error, uint64_t sent)
 	if (pace_narrow(&n->pace, &node_pace_window))
 		log_info("etcd answers promptly again: writing at full speed");
 	node_metrics_changed(n);
+}
+
+uint64_t node_pace_last_wait(const struct node *n)
+{
+	return n->pace_last_wait;
 }
 
 uint64_t node_pace_delay(struct node *n)
