@@ -139,6 +139,19 @@ no_overlap () {
 		END { exit bad }'
 }
 
+# group_runs GROUP VERSION  — the config-start/-end lines in runs.log of the
+# nodes listed in $TRASH/members.GROUP (a test that stages a rollout writes it).
+group_runs () {
+	for n_ in $(cat "$TRASH/members.$1"); do
+		grep " $n_ $2 " "$TRASH/runs.log" || :	# set -e: a host with no run goes on
+	done
+}
+
+# first_start / last_end  — the first config-start, the last config-end time
+# (ms) of the runs.log lines on stdin.
+first_start () { awk '$1 == "config-start" { print $4 }' | sort -n | head -n 1; }
+last_end () { awk '$1 == "config-end" { print $4 }' | sort -n | tail -n 1; }
+
 # stop_all_nodes  — stops every daemon still running (call before test_done, so
 # that none writes into the trash directory while it is removed).
 stop_all_nodes () {

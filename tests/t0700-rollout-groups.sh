@@ -11,17 +11,6 @@ in_group () {
 	sed -i "s/^  group: g1\$/  group: $2/" "$TRASH/$1/orchestrate.yaml"
 }
 
-# group_runs GROUP VERSION  — the config-start/-end lines of GROUP's nodes.
-group_runs () {
-	for n_ in $(cat "$TRASH/members.$1"); do
-		grep " $n_ $2 " "$TRASH/runs.log" || :	# set -e: a host with no run goes on
-	done
-}
-
-# first_start / last_end: from lines on stdin
-first_start () { awk '$1 == "config-start" { print $4 }' | sort -n | head -n 1; }
-last_end () { awk '$1 == "config-end" { print $4 }' | sort -n | tail -n 1; }
-
 test_expect_success 'setup: g1 = a1 a2, g2 = b1 b2, c1 in an unlisted group' '
 	for n in a1 a2 b1 b2 c1; do node_setup $n; echo 0.5 >$n/config.sleep; done &&
 	in_group b1 g2 && in_group b2 g2 && in_group c1 g3 &&

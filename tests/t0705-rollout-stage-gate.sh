@@ -34,14 +34,20 @@ except Exception:
     pass'
 }
 
-# group_runs GROUP VERSION  — the config-start/-end lines of GROUP's nodes.
-group_runs () {
-	for n_ in $(cat "$TRASH/members.$1"); do
-		grep " $n_ $2 " "$TRASH/runs.log" || :	# set -e: a host with no run goes on
-	done
+# slow_trigger VERSION SECONDS  — g1's runs take SECONDS; sets VERSION, waits
+# until a host of g2 watches the earlier groups for it and prints that host.
+slow_trigger () {
+	: >"$TRASH/runs.log" &&
+	echo "$2" >"$TRASH/a1/config.sleep" && echo "$2" >"$TRASH/a2/config.sleep" &&
+	etcdctl_put /current_version "$1" &&
+	wait_for "gate_state | grep -q \"^$1 watching b[123]\\\$\"" 10 &&
+	gate_state | cut -d" " -f3
 }
-first_start () { awk '$1 == "config-start" { print $4 }' | sort -n | head -n 1; }
-last_end () { awk '$1 == "config-end" { print $4 }' | sort -n | tail -n 1; }
+
+# others_than HOST  — the hosts of g2 but HOST.
+others_than () {
+	for n_ in b1 b2 b3; do test "$n_" = "$1" || printf "%s " "$n_"; done
+}
 
 all_at () {
 	v_=$1
@@ -61,12 +67,7 @@ test_expect_success 'setup: g1 = a1 a2, g2 = b1 b2 b3' '
 '
 
 test_expect_success 'v2: one host of g2 watches for its stage, the others wait with no stream of their own' '
-	: >"$TRASH/runs.log" &&
-	echo 5 >a1/config.sleep && echo 5 >a2/config.sleep &&
-	etcdctl_put /current_version v2 &&
-	wait_for "test \"\$(gate version)\" = v2" 10 &&
-	test "$(gate stage)" = watching &&
-	watcher=$(gate host) && echo "watcher: $watcher" && echo "$watcher" >watcher &&
+	watcher=$(slow_trigger v2 5) && echo "watcher: $watcher" && echo "$watcher" >watcher &&
 	grep -q "^b[123]\$" watcher &&
 	etcdctl_lease_of /rollout/stages/g1 >/dev/null &&
 	wait_for "grep -q \"this host watches the earlier groups for its stage of v2\" $watcher/log" 5 &&
@@ -96,19 +97,14 @@ test_expect_success 'the watcher opens the gate once g1 runs v2; g2 starts only 
 '
 
 test_expect_success 'v3: the watcher killed while g1 runs; another host of g2 claims the gate and opens it' '
-	: >"$TRASH/runs.log" &&
-	echo 14 >a1/config.sleep && echo 14 >a2/config.sleep &&
-	etcdctl_put /current_version v3 &&
-	wait_for "test \"\$(gate version)\" = v3 && test \"\$(gate stage)\" = watching" 10 &&
-	first=$(gate host) && echo "first watcher: $first" && echo "$first" >first &&
+	first=$(slow_trigger v3 14) && echo "first watcher: $first" && echo "$first" >first &&
 	stop_node "$first" KILL &&
-	# its lease (5 s) goes with it, then a claim after at most 2 s
+	# its lease (5 s) goes with it, then a claim after a delay (2 s here)
 	wait_for "gate_state | grep -v \" $first\\\$\" | grep -q \"^v3 watching b[123]\\\$\"" 15 &&
 	second=$(gate_state | cut -d" " -f3) && echo "second watcher: $second" &&
 	test "$second" != "$first" &&
 	test -z "$(group_runs g2 v3)" &&
-	others=$(echo b1 b2 b3 | tr " " "\n" | grep -v "^$first\$" | tr "\n" " ") &&
-	wait_for "all_at v3 a1 a2 $others" 40 &&
+	wait_for "all_at v3 a1 a2 $(others_than "$first")" 40 &&
 	test "$(gate stage)" = open && test "$(gate host)" = "$second" &&
 	g1_end=$(group_runs g1 v3 | last_end) && g2_start=$(group_runs g2 v3 | first_start) &&
 	echo "g1 ends $g1_end, g2 starts $g2_start" &&
@@ -123,14 +119,9 @@ test_expect_success 'the killed host, started again, finds its stage open and ru
 '
 
 test_expect_success 'v4: the watcher paused while g1 runs still opens the gate for the others' '
-	: >"$TRASH/runs.log" &&
-	echo 6 >a1/config.sleep && echo 6 >a2/config.sleep &&
-	etcdctl_put /current_version v4 &&
-	wait_for "test \"\$(gate version)\" = v4 && test \"\$(gate stage)\" = watching" 10 &&
-	w=$(gate host) && echo "watcher: $w" &&
+	w=$(slow_trigger v4 6) && echo "watcher: $w" &&
 	orch pause --host "$w" --reason "test" &&
-	others=$(echo b1 b2 b3 | tr " " "\n" | grep -v "^$w\$" | tr "\n" " ") &&
-	wait_for "all_at v4 a1 a2 $others" 40 &&
+	wait_for "all_at v4 a1 a2 $(others_than "$w")" 40 &&
 	test "$(gate stage)" = open && test "$(gate host)" = "$w" &&
 	test -z "$(grep " $w v4 " "$TRASH/runs.log")" &&
 	orch resume --host "$w" &&
@@ -138,11 +129,7 @@ test_expect_success 'v4: the watcher paused while g1 runs still opens the gate f
 '
 
 test_expect_success 'v5: the groups reordered while g2 waits; its watcher gives its claim up, g2 goes first' '
-	: >"$TRASH/runs.log" &&
-	echo 8 >a1/config.sleep && echo 8 >a2/config.sleep &&
-	etcdctl_put /current_version v5 &&
-	wait_for "test \"\$(gate version)\" = v5 && test \"\$(gate stage)\" = watching" 10 &&
-	w=$(gate host) && echo "watcher: $w" &&
+	w=$(slow_trigger v5 8) && echo "watcher: $w" &&
 	orch rollout_policy set --groups g2,g1 &&
 	wait_for "! etcdctl_exists /rollout/stages/g1" 10 &&
 	grep -q "giving up the watch of the stage after group g1" $w/log &&
