@@ -3,7 +3,8 @@
 # Memory: one daemon under valgrind's memcheck through a whole life: it
 # registers, syncs, runs the config and validate hooks for a trigger, publishes,
 # sees the catalog change (the services hook), reloads on SIGHUP, runs again,
-# waits in a slot queue and runs in its turn, and stops on SIGTERM.  It must exit 0 with no memcheck error and no definite
+# waits in a slot queue and runs in its turn, watches for its stage of a
+# staged rollout and opens its gate, and stops on SIGTERM.  It must exit 0 with no memcheck error and no definite
 # or indirect leak.  Hooks are fork+execve children (shell scripts): valgrind
 # does not follow them (--trace-children=no).  valgrind makes the daemon some
 # 20-50 times slower, so the waits here are generous but bounded.
@@ -90,6 +91,22 @@ test_expect_success 'max_parallel 1: it follows the slot queue ahead of it, then
 	etcdctl_del /rollout/holders/zz2 &&
 	wait_for "node_at n1 v3" 60 &&
 	wait_for "test -z \"\$(etcdctl_keys /rollout/holders/)\"" 30
+'
+
+test_expect_success 'groups: it claims the gate of its stage, watches g0, opens the gate, then runs' '
+	# zz0, alive in g0, is behind: n1 (g1) claims the gate of its stage,
+	# watches the fleet, and opens the gate once zz0 runs v4
+	etcdctl_put /rollout/policy "{\"groups\":[\"g0\",\"g1\"]}" &&
+	etcdctl_put /groups/g0/zz0 "" &&
+	etcdctl_put /alive/zz0 "{\"time\":1,\"version\":\"v3\",\"pid\":1}" &&
+	etcdctl_put /current_version v4 &&
+	wait_for "etcdctl_get /rollout/stages/g0 | grep -q \"\\\"stage\\\":\\\"watching\\\"\"" 60 &&
+	sleep 2 &&
+	! node_at n1 v4 &&
+	etcdctl_put /running_version/zz0 "{\"version\":\"v4\",\"time\":1}" &&
+	wait_for "node_at n1 v4" 60 &&
+	etcdctl_get /rollout/stages/g0 | grep -q "\"stage\":\"open\"" &&
+	etcdctl_del /alive/zz0 && etcdctl_del /groups/g0/zz0 && etcdctl_del /running_version/zz0
 '
 
 test_expect_success 'SIGTERM: exit 0, memcheck reports no error and no leak' '
