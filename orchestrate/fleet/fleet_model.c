@@ -743,7 +743,9 @@ const char *fleet_model_stage_claimed(const struct fleet_model *m, const char *h
 		const char *group = m->stages.kvs[i].key + n;
 		_cleanup_(freep) char *watcher = NULL;
 		int64_t mod;
-		if (m->stages.kvs[i].key_len <= n || (keep && strcmp(group, keep) == 0))
+		/* a key below a gate's, or not a name, is no gate to give up */
+		if (m->stages.kvs[i].key_len <= n || !schema_name_valid(group) ||
+		    (keep && strcmp(group, keep) == 0))
 			continue;
 		if (fleet_model_stage_gate(m, group, &mod, &watcher) == STAGE_GATE_WATCHED &&
 		    strcmp(watcher, host) == 0) {

@@ -396,6 +396,7 @@ static void test_stage_gates(void)
 	put(&r, "/rollout/stages/g2", bad);
 	put(&r, "/rollout/stages/g0", "not json");
 	put(&r, "/rollout/stages/g4", mine);
+	put(&r, "/rollout/stages/a/b", mine);	/* not a gate: its group is no name */
 	apply(&m, &r);
 	is_int(fleet_model_stage_gate(&m, "g2", &mod, &host), STAGE_GATE_NONE,
 	       "a claim naming no valid host: none");
@@ -404,6 +405,8 @@ static void test_stage_gates(void)
 	ok(mod == 94, "its revision all the same");
 	ok(strcmp(fleet_model_stage_claimed(&m, "h9", "g3", &mod), "g4") == 0 && mod == 94,
 	   "this host's claim of g4, found when it keeps g3");
+	ok(!fleet_model_stage_claimed(&m, "h9", "g4", &mod),
+	   "and none else: a/b names no group");
 
 	del(&r, "/rollout/stages/g1");
 	apply(&m, &r);
