@@ -337,8 +337,10 @@ run_size() {
 	echo "  simulator: ${sim_usr1_final:-no final stats}"
 	if [ -s "$d/sim.err" ]; then
 		echo "  simulator stderr: $(wc -l <"$d/sim.err") lines, e.g.:"
-		{ grep -v "now at version" "$d/sim.err" || true; } | sort | uniq -c | sort -rn | head -n 3 |
-			sed 's/^/    /'
+		# sed reads to the end: head left sort a SIGPIPE, which pipefail
+		# and set -e made the script's end (exit 141)
+		{ grep -v "now at version" "$d/sim.err" || true; } | sort | uniq -c | sort -rn |
+			sed -n 's/^/    /; 1,3p'
 	fi
 	for p in "${ETCD_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
 	for p in "${ETCD_PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
