@@ -15,6 +15,10 @@
  * errno-style code on failure; the client keeps a one-line description of the
  * last failure for the caller to print (etcd_last_error()).  The codes:
  *   -ECONNREFUSED  no endpoint answered (unreachable, timed out, 5xx everywhere)
+ *   -EBUSY         etcd refused a write as "too many requests": it had committed
+ *                  over 5,000 entries more than it had applied, and refused this
+ *                  one before proposing it, so it was not applied and may be sent
+ *                  again; that etcd is far behind (a caller should slow down)
  *   -EACCES        authentication failed or permission denied
  *   -EPROTO        a reply that is not what the gateway sends (bad JSON, types)
  *   -ENOSPC        the cluster raised the NOSPACE alarm

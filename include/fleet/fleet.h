@@ -56,7 +56,7 @@ int fleet_current_version(struct fleet *f, char **ret_version, int64_t *ret_revi
 int fleet_trigger_update(struct fleet *f, const char *version, const char *if_current);
 /* current ← previous in one txn, guarded against a concurrent change.  Returns
  * 0 and *ret_version on success, 1 when there is nothing to roll back to,
- * -EBADMSG when previous_version holds no valid version, -EBUSY when the
+ * -EBADMSG when previous_version holds no valid version, -EAGAIN when the
  * versions changed meanwhile. */
 int fleet_rollback(struct fleet *f, char **ret_version);
 

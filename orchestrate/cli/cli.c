@@ -639,8 +639,8 @@ static int cli_exit_code(int r)
  * (etcd.h); the others (-ENOMEM, fleet's -EBADMSG...) have no words there. */
 static bool error_from_etcd(int r)
 {
-	return r == -ECONNREFUSED || r == -EACCES || r == -EPROTO || r == -ENOSPC ||
-	       r == -ESTALE || r == -ETIMEDOUT || r == -EINVAL;
+	return r == -ECONNREFUSED || r == -EBUSY || r == -EACCES || r == -EPROTO ||
+	       r == -ENOSPC || r == -ESTALE || r == -ETIMEDOUT || r == -EINVAL;
 }
 
 int cli_fleet_error(struct cli *cli, int r, const char *what)
@@ -648,7 +648,9 @@ int cli_fleet_error(struct cli *cli, int r, const char *what)
 	const char *msg = error_from_etcd(r) ? fleet_last_error(&cli->fleet) : NULL;
 	/* etcd's own words ("database space exceeded") do not say what to do. */
 	const char *hint = r == -ENOSPC ? " (etcd's NOSPACE alarm: free space with compact and "
-					  "defrag, then disarm it; reads still work)" : "";
+					  "defrag, then disarm it; reads still work)" :
+			   r == -EBUSY ? " (etcd is far behind applying writes and did not apply "
+					 "this one: try again in a while)" : "";
 
 	if (r == -ENOMEM)
 		return cli_error(1, "out of memory");

@@ -117,7 +117,7 @@ static int cmd_rollback(struct cli *cli, int argc, char **argv)
 	if (r == 1)
 		return cli_error(1, "nothing to roll back to: no previous_version, "
 				 "or it is the current one");
-	if (r == -EBUSY)
+	if (r == -EAGAIN)
 		return cli_error(EXIT_TEMPFAIL, "current_version changed meanwhile, "
 				 "not rolled back");
 	if (r < 0)

@@ -360,7 +360,7 @@ int etcd_grpc_errno(long grpc_code, const char *message, bool have_user,
 		if (strstr(message, "space"))
 			return -ENOSPC;
 		*ret_retry_elsewhere = true;
-		return -ECONNREFUSED;
+		return strstr(message, "too many requests") ? -EBUSY : -ECONNREFUSED;
 	case GRPC_OUT_OF_RANGE:
 		if (strstr(message, "compacted"))
 			return -ESTALE;
@@ -382,9 +382,16 @@ int etcd_grpc_errno(long grpc_code, const char *message, bool have_user,
 		/* Unknown or Internal: "leader changed", "no leader" and friends
 		 * are transient on this member; so is the gateway's own "context
 		 * deadline exceeded" (etcd did not answer it in time: the request
-		 * may still be applied, so it is no definite failure). */
+		 * may still be applied, so it is no definite failure).  etcd
+		 * 3.4.23's gateway sends "too many requests" here too, as HTTP
+		 * 500 and code 2 (captured from one held to a fifth of a core
+		 * under 8,000 txns at once): refused before it was proposed, so
+		 * never applied (etcd.h, -EBUSY). */
+		if (strstr(message, "too many requests")) {
+			*ret_retry_elsewhere = true;
+			return -EBUSY;
+		}
 		if (strstr(message, "leader") || strstr(message, "timed out") ||
-		    strstr(message, "too many requests") ||
 		    strstr(message, "deadline exceeded") || strstr(message, "context canceled")) {
 			*ret_retry_elsewhere = true;
 			return -ECONNREFUSED;
@@ -467,10 +474,10 @@ void etcd_call_begin(struct etcd_client *c)
 	c->denied_key = NULL;
 }
 
-enum etcd_attempt etcd_attempt_read(struct etcd_client *c, size_t i, const char *path,
-				    const char *body_text, CURLcode code, long http_code,
-				    const struct buf *reply, bool *tls_refused, int *ret_error,
-				    cJSON **ret_reply)
+static enum etcd_attempt attempt_read(struct etcd_client *c, size_t i, const char *path,
+				      const char *body_text, CURLcode code, long http_code,
+				      const struct buf *reply, bool *tls_refused, int *ret_error,
+				      cJSON **ret_reply)
 {
 	const char *endpoint = c->endpoints[i];
 
@@ -536,6 +543,28 @@ enum etcd_attempt etcd_attempt_read(struct etcd_client *c, size_t i, const char 
 	return retry ? ETCD_ATTEMPT_ELSEWHERE : ETCD_ATTEMPT_DONE;
 }
 
+enum etcd_attempt etcd_attempt_read(struct etcd_client *c, size_t i, const char *path,
+				    const char *body_text, CURLcode code, long http_code,
+				    const struct buf *reply, struct etcd_attempts *a,
+				    int *ret_error, cJSON **ret_reply)
+{
+	enum etcd_attempt next = attempt_read(c, i, path, body_text, code, http_code, reply,
+					      &a->tls_refused, ret_error, ret_reply);
+	/* etcd refused it before proposing it: no copy of it can be applied */
+	if (next == ETCD_ATTEMPT_ELSEWHERE && *ret_error != -EBUSY)
+		a->unsure = true;
+	return next;
+}
+
+int etcd_attempts_error(const struct etcd_attempts *a, int last)
+{
+	if (a->tls_refused && last == -ECONNREFUSED)
+		return -EACCES;
+	if (a->unsure && last == -EBUSY)
+		return -ECONNREFUSED;
+	return last;
+}
+
 int etcd_reauthenticate(struct etcd_client *c)
 {
 	free(c->token);
@@ -553,7 +582,7 @@ static int etcd_call(struct etcd_client *c, const char *path, const cJSON *body,
 	if (!text)
 		return -ENOMEM;
 	bool reauthed = false;
-	bool tls_refused = false;
+	struct etcd_attempts failed = { 0 };
 	int r = -ECONNREFUSED;
 
 	etcd_call_begin(c);
@@ -581,8 +610,8 @@ static int etcd_call(struct etcd_client *c, const char *path, const cJSON *body,
 		if (code == CURLE_OK)
 			curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &http_code);
 
-		switch (etcd_attempt_read(c, i, path, text, code, http_code, &reply, &tls_refused,
-					  &r, ret)) {
+		switch (etcd_attempt_read(c, i, path, text, code, http_code, &reply, &failed, &r,
+					  ret)) {
 		case ETCD_ATTEMPT_DONE:
 			return r;
 		case ETCD_ATTEMPT_ELSEWHERE:
@@ -598,9 +627,7 @@ static int etcd_call(struct etcd_client *c, const char *path, const cJSON *body,
 			continue;
 		}
 	}
-	if (tls_refused && r == -ECONNREFUSED)
-		return -EACCES;
-	return r;
+	return etcd_attempts_error(&failed, r);
 }
 
 int etcd_request(struct etcd_client *c, const char *path, const cJSON *body, cJSON **ret)

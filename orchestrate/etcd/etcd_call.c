@@ -33,7 +33,8 @@ struct etcd_call {
 	char *body;
 	long attempt_ms;		/* each attempt's timeout */
 	size_t attempt;			/* endpoints tried, the current one included */
-	bool reauthed, tls_refused;
+	bool reauthed;
+	struct etcd_attempts failed;	/* over its endpoints */
 
 	CURL *easy;
 	struct curl_slist *headers;
@@ -161,14 +162,14 @@ void etcd_call_transfer_done(struct etcd_call *call, CURLcode code)
 	if (code == CURLE_OK)
 		curl_easy_getinfo(call->easy, CURLINFO_RESPONSE_CODE, &http_code);
 	switch (etcd_attempt_read(c, i, call->path, call->body, code, http_code, &call->reply,
-				  &call->tls_refused, &r, &reply)) {
+				  &call->failed, &r, &reply)) {
 	case ETCD_ATTEMPT_DONE:
 		call_finish(call, r, reply);
 		return;
 	case ETCD_ATTEMPT_ELSEWHERE:
 		if (++call->attempt < c->n_endpoints)
 			break;
-		call_finish(call, call->tls_refused && r == -ECONNREFUSED ? -EACCES : r, NULL);
+		call_finish(call, etcd_attempts_error(&call->failed, r), NULL);
 		return;
 	case ETCD_ATTEMPT_REAUTH:
 		if (call->reauthed) {

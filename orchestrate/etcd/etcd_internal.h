@@ -114,14 +114,25 @@ enum etcd_attempt {
 	ETCD_ATTEMPT_REAUTH,	/* the token was refused: a new one, the same member again */
 };
 
+/* What the failed attempts of one request said, across its endpoints. */
+struct etcd_attempts {
+	bool tls_refused;	/* an endpoint's certificate was not trusted */
+	bool unsure;		/* one ended with no definite answer: it may be applied */
+};
+
 /* Reads one attempt on endpoint i from what curl returned (code, the HTTP
  * status, the reply's bytes), for the blocking and the asynchronous calls
- * alike: records the error message and the refused key, notes a TLS trust
- * failure in *tls_refused, and on success makes i the endpoint to try first. */
+ * alike: records the error message and the refused key, notes in *a what a
+ * failed attempt says, and on success makes i the endpoint to try first. */
 enum etcd_attempt etcd_attempt_read(struct etcd_client *c, size_t i, const char *path,
 				    const char *body_text, CURLcode code, long http_code,
-				    const struct buf *reply, bool *tls_refused, int *ret_error,
-				    cJSON **ret_reply);
+				    const struct buf *reply, struct etcd_attempts *a,
+				    int *ret_error, cJSON **ret_reply);
+
+/* The error of a request whose every endpoint failed, the last with last:
+ * no endpoint trusted is -EACCES; "too many requests" (-EBUSY) from the last
+ * is -ECONNREFUSED when an earlier attempt may have been applied. */
+int etcd_attempts_error(const struct etcd_attempts *a, int last);
 
 /* A range read's page: this many keys at most (etcd_get_prefix, snapshots). */
 #define ETCD_PAGE_SIZE 5000

@@ -166,7 +166,7 @@ int fleet_trigger_update(struct fleet *f, const char *version, const char *if_cu
 /*
  * Swaps current and previous in one txn guarded by both mod_revisions.  A lost
  * compare is not retried: someone changed the versions meanwhile, and rolling
- * back their change is not what was asked; -EBUSY says so.
+ * back their change is not what was asked; -EAGAIN says so.
  */
 int fleet_rollback(struct fleet *f, char **ret_version)
 {
@@ -198,7 +198,7 @@ int fleet_rollback(struct fleet *f, char **ret_version)
 	if (r < 0)
 		return r;
 	if (!succeeded)
-		return -EBUSY;
+		return -EAGAIN;
 	if (ret_version) {
 		*ret_version = strdup(prev.value);
 		if (!*ret_version)

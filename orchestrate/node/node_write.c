@@ -25,6 +25,9 @@
  * (fleet_batch_commit_start), so a first send applied after the read is not
  * written twice either.  A definite answer (written, a guard that failed, a
  * refusal, an unknown lease) ends the write and goes to its done function.
+ * etcd's "too many requests" (-EBUSY) is definite too, but not an end: etcd
+ * refused the write before proposing it, so unless an earlier send of it
+ * went unanswered it is sent again after the backoff, with no question.
  *
  * While etcd is behind, a write's first send and every later question wait
  * for the node's pace too (node_pace.c): a fleet whose writes failed together
@@ -52,8 +55,9 @@ struct node_write {
 	struct node_write *next;	/* the queue, n->write first */
 	struct fleet_batch *batch;
 	struct etcd_call *call;		/* the send, or the question, in flight */
-	sd_event_source *resend;	/* the backoff before the next question */
+	sd_event_source *resend;	/* the wait before the next send or question */
 	unsigned failures;		/* sends or questions without a definite answer */
+	unsigned refusals;		/* sends etcd refused unapplied (-EBUSY) */
 	unsigned sends;			/* sends so far */
 	uint64_t sent;			/* when the last send or question went (node_pace) */
 	const char *what;		/* for the log, a literal */
@@ -167,15 +171,34 @@ static void node_write_end(struct node *n, int error, int64_t revision)
 	node_schedule_evaluate(n);
 }
 
+/* The timer before a send: the first (paced), one after a refusal, or the
+ * question after a send without an answer.  Only a send that may have been
+ * applied is asked about. */
 static int node_on_write_resend(sd_event_source *s, uint64_t usec, void *userdata)
 {
 	struct node *n = userdata;
 	int r;
 
 	node_timer_cancel(&n->write->resend);
-	if ((r = node_write_ask(n)) < 0)
+	r = n->write->failures ? node_write_ask(n) : node_write_send(n);
+	if (r < 0)
 		node_write_end(n, r, 0);
 	return 0;
+}
+
+/* etcd refused the send before proposing it ("too many requests"), and no
+ * earlier send of it went unanswered: nothing of it is applied, so it goes
+ * again, with no question first, after a backoff and the node's pace (which
+ * the refusal widened). */
+static void node_write_refused(struct node *n)
+{
+	struct node_write *w = n->write;
+	uint64_t delay = node_paced(n, backoff_delay(&node_write_backoff, ++w->refusals));
+
+	log_warnx("etcd refused %s unapplied: %s; sending it again in %.1f s", w->what,
+		  node_etcd_error(n), (double)delay / (double)USEC_PER_SEC);
+	if (node_timer_arm(n, &w->resend, delay, node_on_write_resend) < 0)
+		node_write_end(n, -EBUSY, 0);
 }
 
 /* No definite answer (to a send, or to the question): ask after a backoff. */
@@ -204,6 +227,10 @@ static void node_on_write_answer(int error, int64_t revision, void *userdata)
 			 (long long)revision, w->sends - 1, w->sends == 2 ? "" : "s");
 	if (node_write_definite(error) || n->stopping) {
 		node_write_end(n, error, revision);
+		return;
+	}
+	if (error == -EBUSY && w->failures == 0) {
+		node_write_refused(n);
 		return;
 	}
 	node_write_later(n, error, false);

@@ -229,13 +229,38 @@ static void test_grpc_errno(void)
 		{ 5, "etcdserver: requested lease not found", -EINVAL },
 		{ 7, "etcdserver: permission denied", -EACCES },
 		{ 8, "etcdserver: mvcc: database space exceeded", -ENOSPC },
+		/* refused before it was proposed: never applied (etcd 3.4.23's
+		 * gateway sends code 2; the gRPC status is ResourceExhausted) */
+		{ 2, "etcdserver: too many requests", -EBUSY },
+		{ 8, "etcdserver: too many requests", -EBUSY },
+		{ 8, "grpc: received message larger than max", -ECONNREFUSED },
 	};
 	for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
 		bool retry, reauth;
 		int r = etcd_grpc_errno(cases[i].code, cases[i].message, false, &retry, &reauth);
 		ok(r == cases[i].errno_, "grpc %ld '%s': %d (want %d)", cases[i].code,
 		   cases[i].message, r, cases[i].errno_);
+		if (r == -EBUSY)
+			ok(retry && !reauth, "...and another member may take it");
 	}
+}
+
+/* A request that failed on every endpoint: "too many requests" from the
+ * last says it was not applied only when no earlier attempt may have been. */
+static void test_attempts_error(void)
+{
+	struct etcd_attempts none = { 0 }, unsure = { .unsure = true },
+			     untrusted = { .tls_refused = true };
+
+	ok(etcd_attempts_error(&none, -EBUSY) == -EBUSY, "refused everywhere: not applied");
+	ok(etcd_attempts_error(&unsure, -EBUSY) == -ECONNREFUSED,
+	   "refused after an attempt without an answer: it may be applied");
+	ok(etcd_attempts_error(&unsure, -ECONNREFUSED) == -ECONNREFUSED, "no answer stays so");
+	ok(etcd_attempts_error(&untrusted, -ECONNREFUSED) == -EACCES,
+	   "no endpoint reached, one not trusted: refused");
+	ok(etcd_attempts_error(&untrusted, -EBUSY) == -EBUSY,
+	   "a member that answered is not a trust failure");
+	ok(etcd_attempts_error(&none, -EPROTO) == -EPROTO, "anything else as it is");
 }
 
 /* The keepalive stream's reply, split into frames: each answer a line, and
@@ -270,6 +295,7 @@ int main(void)
 {
 	test_keepalive_frames();
 	test_grpc_errno();
+	test_attempts_error();
 	test_base64();
 	test_range();
 	test_int64();
