@@ -57,7 +57,6 @@ struct node_write {
 	struct etcd_call *call;		/* the send, or the question, in flight */
 	sd_event_source *resend;	/* the wait before the next send or question */
 	unsigned failures;		/* sends or questions without a definite answer */
-	unsigned refusals;		/* sends etcd refused unapplied (-EBUSY) */
 	unsigned sends;			/* sends so far */
 	uint64_t sent;			/* when the last send or question went (node_pace) */
 	const char *what;		/* for the log, a literal */
@@ -189,11 +188,12 @@ static int node_on_write_resend(sd_event_source *s, uint64_t usec, void *userdat
 /* etcd refused the send before proposing it ("too many requests"), and no
  * earlier send of it went unanswered: nothing of it is applied, so it goes
  * again, with no question first, after a backoff and the node's pace (which
- * the refusal widened). */
+ * the refusal widened).  Every send so far was refused so (any other answer
+ * ends the write or counts as a failure): the backoff counts the sends. */
 static void node_write_refused(struct node *n)
 {
 	struct node_write *w = n->write;
-	uint64_t delay = node_paced(n, backoff_delay(&node_write_backoff, ++w->refusals));
+	uint64_t delay = node_paced(n, backoff_delay(&node_write_backoff, w->sends));
 
 	log_warnx("etcd refused %s unapplied: %s; sending it again in %.1f s", w->what,
 		  node_etcd_error(n), (double)delay / (double)USEC_PER_SEC);
