@@ -29,6 +29,10 @@
 #   WARM=0 bench/daemons.sh            no warm-up trigger: the first measured one
 #                                      is every daemon's first run (a first boot:
 #                                      each publishes its services)
+#   AUTH=1 bench/daemons.sh            etcd with auth on: every daemon logs in as
+#                                      user node (a password etcd checks with
+#                                      bcrypt at its default cost), at the start
+#                                      and whenever its token is refused
 #
 # Measures:
 #   - the start of all daemons at once: time until every one is registered and
@@ -80,6 +84,21 @@ local_scratch bench-daemons
 local_etcd_start "$work" bench --quota-backend-bytes 4294967296 ${ETCD_ARGS:-}
 pids+=("$LOCAL_ETCD_PID")
 ETCD_PIDS=("$LOCAL_ETCD_PID")
+# AUTH=1: root for the benchmark's own etcdctl (ETCDCTL_USER), and the
+# daemons' user node, which may read and write everything.
+etcd_conf=
+if [ "${AUTH:-0}" = 1 ]; then
+	etcdctl_ user add root:bench-root >/dev/null
+	etcdctl_ user grant-role root root >/dev/null
+	etcdctl_ role add fleet >/dev/null
+	etcdctl_ role grant-permission fleet --prefix=true readwrite / >/dev/null
+	etcdctl_ user add node:bench-node >/dev/null
+	etcdctl_ user grant-role node fleet >/dev/null
+	etcdctl_ auth enable >/dev/null
+	export ETCDCTL_USER=root:bench-root
+	(umask 077 && printf 'bench-node\n' >"$work/password")
+	etcd_conf="etcd: {user: node, password_file: $work/password}"
+fi
 rss0=$(etcd_rss_kib "${ETCD_PIDS[@]}")
 c0=$(etcd_cpu_ms "${ETCD_PIDS[@]}")
 s0=$(now_ms)
@@ -152,6 +171,7 @@ node: {hostname: n$i, addresses: {eth0: 192.0.2.1}, profile_list: $d/pl.txt$svc$
 paths: {local_version: $d/cv, hiera_services: $d/s.yaml, state_dir: $d/st}
 hooks: {config: $work/config, validate: /bin/true, services: /bin/true}
 timing: {lease_ttl: ${LEASE_TTL:-30}, splay: ${SPLAY:-0}, quiet: 0.5, quiet_max: 2}
+$etcd_conf
 EOF
 	orchestrated --config "$d/o.yaml" >"$d/log" 2>&1 &
 	pids+=($!)

@@ -567,8 +567,7 @@ int etcd_attempts_error(const struct etcd_attempts *a, int last)
 
 int etcd_reauthenticate(struct etcd_client *c)
 {
-	free(c->token);
-	c->token = NULL;
+	etcd_token_refused(c, c->token_gen);
 	return etcd_authenticate(c);
 }
 
@@ -642,21 +641,19 @@ const char *etcd_client_user(const struct etcd_client *c)
 	return c->user;
 }
 
-int etcd_authenticate(struct etcd_client *c)
+cJSON *etcd_auth_request(const struct etcd_client *c)
 {
-	if (!c->user)
-		return 0;
-	_cleanup_(cJSON_Deletep) cJSON *body = cJSON_CreateObject();
+	cJSON *body = cJSON_CreateObject();
 	if (!body || !cJSON_AddStringToObject(body, "name", c->user) ||
-	    !cJSON_AddStringToObject(body, "password", c->password ? c->password : ""))
-		return -ENOMEM;
+	    !cJSON_AddStringToObject(body, "password", c->password ? c->password : "")) {
+		cJSON_Delete(body);
+		return NULL;
+	}
+	return body;
+}
 
-	/* etcd_call() would authenticate first: call with no user for this one. */
-	char *user = c->user;
-	c->user = NULL;
-	_cleanup_(cJSON_Deletep) cJSON *reply = NULL;
-	int r = etcd_call(c, "/v3/auth/authenticate", body, &reply);
-	c->user = user;
+int etcd_auth_take(struct etcd_client *c, int r, const cJSON *reply)
+{
 	if (r < 0) {
 		/* A cluster without authentication enabled answers FailedPrecondition:
 		 * go on without a token rather than refuse to work. */
@@ -678,9 +675,39 @@ int etcd_authenticate(struct etcd_client *c)
 			       etcd_current_endpoint(c));
 		return -EPROTO;
 	}
+	char *copy = strdup(token->valuestring);
+	if (!copy)
+		return -ENOMEM;
 	free(c->token);
-	c->token = strdup(token->valuestring);
-	return c->token ? 0 : -ENOMEM;
+	c->token = copy;
+	c->token_gen++;
+	return 0;
+}
+
+void etcd_token_refused(struct etcd_client *c, uint64_t gen)
+{
+	/* A request sent with an older token says nothing of this one. */
+	if (gen != c->token_gen)
+		return;
+	free(c->token);
+	c->token = NULL;
+}
+
+int etcd_authenticate(struct etcd_client *c)
+{
+	if (!c->user)
+		return 0;
+	_cleanup_(cJSON_Deletep) cJSON *body = etcd_auth_request(c);
+	if (!body)
+		return -ENOMEM;
+
+	/* etcd_call() would authenticate first: call with no user for this one. */
+	char *user = c->user;
+	c->user = NULL;
+	_cleanup_(cJSON_Deletep) cJSON *reply = NULL;
+	int r = etcd_call(c, "/v3/auth/authenticate", body, &reply);
+	c->user = user;
+	return etcd_auth_take(c, r, reply);
 }
 
 /* --- JSON helpers ------------------------------------------------------------ */

@@ -11,10 +11,11 @@
  * request timeout.
  *
  * An attempt's outcome is read by etcd_attempt_read(), the blocking calls'
- * own reader, so both kinds fail over, re-authenticate and report errors the
- * same way.  What differs is only who waits: here curl tells
- * etcd_call_transfer_done() from the loop (multi_collect in etcd_watch.c), and
- * the caller's function runs there, after curl has returned.
+ * own reader, so both kinds fail over and report errors the same way.  What
+ * differs is who waits: here curl tells etcd_call_transfer_done() from the
+ * loop (multi_collect in etcd_watch.c), and the caller's function runs there,
+ * after curl has returned.  A call that needs a token waits for the client's
+ * one authentication (etcd_token_request) instead of logging in itself.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -34,6 +35,9 @@ struct etcd_call {
 	long attempt_ms;		/* each attempt's timeout */
 	size_t attempt;			/* endpoints tried, the current one included */
 	bool reauthed;
+	bool awaiting_token;		/* parked until etcd_token_ready() */
+	bool authenticates;		/* the authentication itself: sent with no token */
+	uint64_t token_gen;		/* the token its last attempt carried */
 	struct etcd_attempts failed;	/* over its endpoints */
 
 	CURL *easy;
@@ -80,6 +84,12 @@ static void call_free(struct etcd_call *call)
 	}
 	curl_slist_free_all(call->headers);
 	buf_release(&call->reply);
+	if (call->authenticates) {
+		/* the password */
+		explicit_bzero(call->body, strlen(call->body));
+		if (call->c->authenticating == call)
+			call->c->authenticating = NULL;
+	}
 	free(call->body);
 	free(call->witness);
 	snapshot_free(call->snapshot);
@@ -123,8 +133,24 @@ static int call_send(struct etcd_call *call)
 	curl_easy_setopt(call->easy, CURLOPT_WRITEFUNCTION, etcd_write_to_buf);
 	curl_easy_setopt(call->easy, CURLOPT_WRITEDATA, &call->reply);
 	curl_easy_setopt(call->easy, CURLOPT_PRIVATE, &call->transfer);
+	call->token_gen = c->token_gen;
 	c->requests++;
 	return curl_multi_add_handle(c->multi, call->easy) == CURLM_OK ? 0 : -ENOMEM;
+}
+
+/* Sends the call's attempt now, or parks it until the client has a token. */
+static int call_dispatch(struct etcd_call *call)
+{
+	struct etcd_client *c = call->c;
+
+	if (call->authenticates || !etcd_token_needed(c))
+		return call_send(call);
+	/* Told while the waiters of a failed authentication hear of it: one
+	 * asked for from their callbacks would only ask etcd again at once. */
+	if (c->auth_failed < 0)
+		return c->auth_failed;
+	call->awaiting_token = true;
+	return etcd_token_request(c);
 }
 
 /* Ends the call: the caller's function, then the call is gone. */
@@ -143,7 +169,7 @@ static void call_finish(struct etcd_call *call, int error, const cJSON *reply)
 		 * answered (c->current). */
 		call->attempt = 0;
 		call->reauthed = false;
-		if ((error = call_send(call)) >= 0)
+		if ((error = call_dispatch(call)) >= 0)
 			return;
 	}
 	call_unlink(call);
@@ -176,19 +202,15 @@ void etcd_call_transfer_done(struct etcd_call *call, CURLcode code)
 			call_finish(call, r, NULL);
 			return;
 		}
-		/* Blocking, but rare: simple tokens expire after etcd's
-		 * --auth-token-ttl, and the new one serves every later call. */
+		/* Simple tokens expire after etcd's --auth-token-ttl: the
+		 * call waits for a new one, asked for once for all of them. */
 		call->reauthed = true;
-		if ((r = etcd_reauthenticate(c)) < 0) {
-			call_finish(call, r, NULL);
-			return;
-		}
-		/* the same member again, with the new token: c->current may
-		 * have moved to it while authenticating */
+		etcd_token_refused(c, call->token_gen);
+		/* the same member again, with the new token */
 		call->attempt = (i + c->n_endpoints - c->current) % c->n_endpoints;
 		break;
 	}
-	if ((r = call_send(call)) < 0)
+	if ((r = call_dispatch(call)) < 0)
 		call_finish(call, r, NULL);
 }
 
@@ -198,13 +220,10 @@ static int call_new(struct etcd_client *c, const char *path, char *body, long ti
 		    struct etcd_call **ret)
 {
 	_cleanup_(freep) char *text = body;
-	int r;
 
 	if (!c->multi)
 		return -EINVAL;
 	etcd_call_begin(c);
-	if (c->user && !c->token && (r = etcd_authenticate(c)) < 0)
-		return r;
 
 	struct etcd_call *call = calloc(1, sizeof(*call));
 	if (!call)
@@ -242,12 +261,91 @@ static int call_start(struct etcd_client *c, const char *path, char *body, long 
 	int r = call_new(c, path, body, timeout_ms, decode, witness, fn, userdata, &call);
 	if (r < 0)
 		return r;
-	if ((r = call_send(call)) < 0) {
+	if ((r = call_dispatch(call)) < 0) {
 		call_free(call);
 		return r;
 	}
 	call_link(call);
 	*ret = call;
+	return 0;
+}
+
+/* --- the token: one authentication for every call that waits on it ------------- */
+
+/* How long a login waits, shared among the members as a write's patience
+ * is (never less than the request timeout each).  etcd checks a password
+ * with bcrypt, 72 ms of its CPU here at its default cost (120 writes' worth),
+ * and checks all it was sent side by side: when a fleet logs in at once (at
+ * its start, after etcd restarts, at a trigger after etcd's --auth-token-ttl
+ * of idleness) each login takes about as long as all of them together.  A
+ * login given up on is a password etcd checks all the same, and then once
+ * more: so it waits long.  Nothing else waits meanwhile but the requests
+ * that need the token (lease renewals do not). */
+#define ETCD_LOGIN_PATIENCE_MS 120000L
+
+bool etcd_token_needed(const struct etcd_client *c)
+{
+	return c->user && !c->token;
+}
+
+static int call_decode_token(struct etcd_call *call, const cJSON *reply, int64_t *ret)
+{
+	(void)ret;
+	return etcd_auth_take(call->c, 0, reply);
+}
+
+/* The parked call that comes first in c->calls, or NULL. */
+static struct etcd_call *first_awaiting(struct etcd_client *c)
+{
+	for (struct etcd_call *call = c->calls; call; call = call->next)
+		if (call->awaiting_token)
+			return call;
+	return NULL;
+}
+
+static void on_token(int error, int64_t value, void *userdata)
+{
+	struct etcd_client *c = userdata;
+	struct etcd_call *call;
+	(void)value;
+
+	c->authenticating = NULL;
+	if (error < 0)
+		error = etcd_auth_take(c, error, NULL);
+	/* Each waiter is sent, or told; a callback may start or cancel calls,
+	 * so the walk starts over after each one. */
+	c->auth_failed = error;
+	while ((call = first_awaiting(c))) {
+		call->awaiting_token = false;
+		int r = error < 0 ? error : call_send(call);
+		if (r < 0)
+			call_finish(call, r, NULL);
+	}
+	etcd_watch_token_ready(c, error);
+	c->auth_failed = 0;
+}
+
+int etcd_token_request(struct etcd_client *c)
+{
+	struct etcd_call *call;
+	int r;
+
+	if (c->authenticating)
+		return 0;
+	_cleanup_(cJSON_Deletep) cJSON *request = etcd_auth_request(c);
+	char *body = request ? cJSON_PrintUnformatted(request) : NULL;
+	if (!body)
+		return -ENOMEM;
+	if ((r = call_new(c, "/v3/auth/authenticate", body, ETCD_LOGIN_PATIENCE_MS,
+			  call_decode_token, NULL, on_token, c, &call)) < 0)
+		return r;
+	call->authenticates = true;
+	if ((r = call_send(call)) < 0) {
+		call_free(call);
+		return r;
+	}
+	call_link(call);
+	c->authenticating = call;
 	return 0;
 }
 
@@ -290,7 +388,7 @@ void etcd_call_streamed_lost(struct etcd_call *call, size_t attempt)
 	call->attempt_ms = left_ms / (long)c->n_endpoints;
 	if (call->attempt_ms < c->timeout_ms)
 		call->attempt_ms = c->timeout_ms;
-	if ((r = call_send(call)) < 0)
+	if ((r = call_dispatch(call)) < 0)
 		call_finish(call, r, NULL);
 }
 
@@ -309,9 +407,8 @@ void etcd_call_streamed_answer(struct etcd_call *call, const cJSON *reply, size_
 			etcd_grpc_code(cJSON_GetObjectItemCaseSensitive(error, "grpc_code")),
 			cJSON_IsString(msg) ? msg->valuestring : NULL, &retry, &reauth);
 		if (reauth) {
-			/* the request of its own authenticates again */
-			free(c->token);
-			c->token = NULL;
+			/* the request of its own waits for a new token */
+			etcd_token_refused(c, c->token_gen);
 			etcd_call_streamed_lost(call, (i + c->n_endpoints - c->current) % c->n_endpoints);
 			return;
 		}
@@ -355,7 +452,7 @@ static int call_start_keepalive(struct etcd_client *c, char *body, long timeout_
 	} else {
 		sd_event_source_disable_unref(call->deadline_timer);
 		call->deadline_timer = NULL;
-		if ((r = call_send(call)) < 0) {
+		if ((r = call_dispatch(call)) < 0) {
 			call_free(call);
 			return r;
 		}
@@ -696,7 +793,7 @@ int etcd_snapshot_start(struct etcd_client *c, const struct etcd_range *ranges, 
 	s->userdata = userdata;
 	call->snapshot = s;
 	call->userdata = call;
-	if ((r = call_send(call)) < 0) {
+	if ((r = call_dispatch(call)) < 0) {
 		call_free(call);
 		return r;
 	}

@@ -23,6 +23,9 @@ struct etcd_client {
 	char *cacert, *cert, *key;
 	char *user, *password;
 	char *token;			/* auth token, NULL before authenticating */
+	uint64_t token_gen;		/* counts the tokens taken: which one a request carried */
+	struct etcd_call *authenticating;	/* the one authentication in flight (etcd_call.c) */
+	int auth_failed;		/* while its waiters hear that it failed: the error */
 	char *denied_key;		/* etcd_denied_key(): the write etcd refused */
 	long timeout_ms;
 
@@ -154,6 +157,9 @@ const char *etcd_current_endpoint(const struct etcd_client *c);
 bool etcd_lease_existed(const struct etcd_client *c, int error);
 /* Drops the token and authenticates again (blocking). */
 int etcd_reauthenticate(struct etcd_client *c);
+/* The token carried by a request sent at generation gen was refused: it is
+ * dropped, unless a newer one was taken since. */
+void etcd_token_refused(struct etcd_client *c, uint64_t gen);
 
 /* The body of a request about one lease (a keepalive, a revoke), and a
  * keepalive's reply read into the TTL. */
@@ -194,8 +200,30 @@ long etcd_grpc_code(const cJSON *code);
 int etcd_grpc_errno(long grpc_code, const char *message, bool have_user,
 		    bool *ret_retry_elsewhere, bool *ret_reauth);
 
-/* Authenticates (when a user is configured) and stores the token. */
+/* Authenticates (when a user is configured) and stores the token (blocking:
+ * the command line's way; the daemon's is etcd_token_request()). */
 int etcd_authenticate(struct etcd_client *c);
+/* An authentication's body: the user and the password.  NULL: no memory. */
+cJSON *etcd_auth_request(const struct etcd_client *c);
+/* Reads an authentication's outcome (r, and its reply when r is 0): the token
+ * taken (and counted in token_gen), or 0 without one from a cluster with
+ * authentication off, or the error (a refused password is -EACCES). */
+int etcd_auth_take(struct etcd_client *c, int r, const cJSON *reply);
+
+/*
+ * The asynchronous requests' token (etcd_call.c).  One authentication at a
+ * time: etcd checks a password with bcrypt, tens of milliseconds of its CPU,
+ * and after a restart every client of a fleet needs a new token at once.
+ * _request starts the authentication unless one is in flight; a call or a
+ * watch that needs the token waits for it instead of blocking the loop.  Its
+ * outcome goes to every waiting call and, through etcd_watch_token_ready(),
+ * every waiting watch.
+ */
+bool etcd_token_needed(const struct etcd_client *c);
+int etcd_token_request(struct etcd_client *c);
+/* The token came (error 0) or the authentication failed: the watches that
+ * waited for it connect, or schedule their reconnect (etcd_watch.c). */
+void etcd_watch_token_ready(struct etcd_client *c, int error);
 
 /* CLOCK_MONOTONIC in milliseconds, the clock of watch deadlines. */
 static inline uint64_t etcd_now_ms(void)

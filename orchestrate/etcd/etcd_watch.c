@@ -85,6 +85,8 @@ struct etcd_watch {
 	size_t endpoint;		/* index into c->endpoints */
 	bool got_frame;			/* a valid frame arrived on this stream */
 	bool http_error;		/* the stream answered with a non-200 status */
+	bool awaiting_token;		/* connects once the client has one */
+	uint64_t token_gen;		/* the token the stream carried */
 	unsigned failures;		/* streams in a row that gave no valid frame */
 	uint64_t reconnect_at;		/* monotonic ms; 0: no reconnect pending */
 	uint64_t idle_ms;		/* reopen a stream silent this long; 0: never */
@@ -370,10 +372,22 @@ static int watch_connect(struct etcd_watch *w)
 	w->n_created = 0;
 	const char *text = buf_str(&body);
 
-	if (c->user && !c->token) {
-		int r = etcd_authenticate(c);
-		if (r < 0)
-			return r;
+	if (etcd_token_needed(c)) {
+		/* A command's watch has nothing else to do; the daemon's loop
+		 * has, and waits for the one authentication of the client. */
+		if (w->blocking) {
+			int r = etcd_authenticate(c);
+			if (r < 0)
+				return r;
+		} else {
+			int r = etcd_token_request(c);
+			if (r < 0)
+				return r;
+			w->awaiting_token = true;
+			w->got_frame = false;
+			w->reconnect_at = 0;
+			return 0;
+		}
 	}
 	w->easy = curl_easy_init();
 	if (!w->easy)
@@ -392,6 +406,7 @@ static int watch_connect(struct etcd_watch *w)
 	w->got_frame = false;
 	w->http_error = false;
 	w->reconnect_at = 0;
+	w->token_gen = c->token_gen;
 	w->last_data_ms = w->connect_ms = etcd_now_ms();
 	c->requests++;
 	if (curl_multi_add_handle(w->multi, w->easy) != CURLM_OK) {
@@ -471,10 +486,8 @@ static bool watch_handle_frame(struct etcd_watch *w, const char *text, size_t le
 	if (r == 1) {
 		bool retry, reauth;
 		r = etcd_map_grpc_error(c, c->endpoints[w->endpoint], code, message, &retry, &reauth);
-		if (reauth) {
-			free(c->token);
-			c->token = NULL;
-		}
+		if (reauth)
+			etcd_token_refused(c, w->token_gen);
 		/* A stream error that is not a verdict on the request itself
 		 * ("the client connection is closing" while a member restarts)
 		 * is the member's trouble: resume elsewhere. */
@@ -617,10 +630,8 @@ static void watch_transfer_done(struct etcd_watch *w, CURLcode code)
 		if (cJSON_IsObject(json) && frame_error(json, &grpc, &message)) {
 			bool retry, reauth;
 			int r = etcd_map_grpc_error(c, endpoint, grpc, message, &retry, &reauth);
-			if (reauth) {
-				free(c->token);
-				c->token = NULL;
-			}
+			if (reauth)
+				etcd_token_refused(c, w->token_gen);
 			if (!retry && !reauth && r != -EPROTO) {
 				watch_finish(w, r, 0);
 				return;
@@ -849,6 +860,24 @@ static int watch_arm_timer(struct etcd_watch *w)
 	if (r < 0)
 		return r;
 	return sd_event_source_set_enabled(w->timer, SD_EVENT_ONESHOT);
+}
+
+void etcd_watch_token_ready(struct etcd_client *c, int error)
+{
+	for (;;) {
+		struct etcd_watch *w = c->watches;
+		while (w && !w->awaiting_token)
+			w = w->next;
+		if (!w)
+			return;
+		w->awaiting_token = false;
+		if (w->finished)
+			continue;
+		if (error < 0 || watch_connect(w) < 0)
+			watch_schedule_reconnect(w);
+		else
+			watch_arm_timer(w);
+	}
 }
 
 static void watch_unlink(struct etcd_watch *w)

@@ -1,0 +1,107 @@
+#!/bin/bash
+#
+# The daemon's authentication does not stop its loop.  etcd checks a password
+# with bcrypt, and after a restart (simple tokens live in its memory) every
+# daemon of a fleet needs a new token at once: a member busy with a fleet's
+# logins answers each one late.  A daemon that waited for its token inside
+# the loop would renew no lease meanwhile, and one that authenticated for
+# each request needing a token would add to that queue.  So the token is
+# asked for once, asynchronously, and what needs it waits for it.
+#
+# tools/slow-proxy holds authentications (its "hold" file) while the test
+# watches the daemon: its lease renewals go on, one authentication is asked
+# for and waited for (past the request timeout: one given up on would be
+# checked by etcd all the same), and once it passes the run goes on.  Tokens here live 2 s
+# (--auth-token-ttl), so a daemon idle for 3 s needs a new one; its lease
+# lives 6 s, renewed every 2 s.
+
+test_description='orchestrated: authentication waits beside the loop, once for all requests'
+. "$(dirname "$0")/test-lib.sh"
+. "$TEST_DIRECTORY/lib-daemon.sh"
+test_have_orchestrate
+test_have_orchestrated
+ETCD_EXTRA_ARGS="--auth-token-ttl 2"
+start_etcd
+start_slow_proxy
+
+test_expect_success 'setup: users root and s1, auth on' '
+	etcdctl_ user add root:rootpw >/dev/null &&
+	etcdctl_ user grant-role root root >/dev/null &&
+	etcdctl_ role add rw >/dev/null &&
+	etcdctl_ role grant-permission rw --prefix=true readwrite / >/dev/null &&
+	etcdctl_ user add s1:s1pw >/dev/null &&
+	etcdctl_ user grant-role s1 rw >/dev/null &&
+	etcdctl_ put /current_version v1 >/dev/null &&
+	etcdctl_ auth enable >/dev/null
+'
+ETCDCTL_USER=root:rootpw
+export ETCDCTL_USER
+printf "s1pw\n" >s1.pw
+chmod 600 s1.pw
+AUTH="--user s1 --password-file $TRASH/s1.pw"
+
+# since T PATTERN  — lines of the proxy log at or after time T matching PATTERN.
+since () {
+	awk -v t="$1" '$1 >= t' "$TRASH/proxy.log" | grep -c -- "$2" || :
+}
+
+test_expect_success 'setup: s1 with auth through the proxy, at v1' '
+	LEASE_TTL=6 node_setup s1 &&
+	( ETCD_URL=$PROXY_URL && start_node s1 $AUTH ) &&
+	wait_for "node_at s1 v1" 20 &&
+	etcdctl_lease_of /alive/s1 >lease.before &&
+	test -s lease.before
+'
+
+test_expect_success 'a held authentication: the lease is renewed meanwhile, one is asked for' '
+	sleep 3 &&
+	: >"$TRASH/hold" &&
+	etcdctl_put /current_version v2 &&
+	wait_for "grep -q \"held an authentication\" \"$TRASH/proxy.log\"" 10 &&
+	t0=$(date +%s.%N) &&
+	sleep 5 &&
+	renewed=$(since "$t0" " renewal$") &&
+	rm -f "$TRASH/hold" &&
+	wait_for "node_at s1 v2" 20 &&
+	held=$(since 0 "held an authentication") &&
+	logins=$(since "$t0" "/v3/auth/authenticate") &&
+	echo "renewals while held: $renewed; authentications held: $held, sent on: $logins" &&
+	test "$renewed" -ge 2 &&
+	test "$held" = 1 &&
+	test "$logins" = 1 &&
+	status_is s1 puppet success &&
+	etcdctl_lease_of /alive/s1 >lease.after &&
+	test_cmp lease.before lease.after
+'
+
+test_expect_success 'a refused password: told in the log, asked again only after a backoff' '
+	etcdctl_ user passwd s1 --interactive=false <<-EOF >/dev/null &&
+	changed
+	EOF
+	t0=$(date +%s.%N) &&
+	etcdctl_put /current_version v3 &&
+	sleep 8 &&
+	logins=$(since "$t0" "/v3/auth/authenticate") &&
+	echo "authentications in 8 s: $logins" &&
+	test "$logins" -ge 1 &&
+	test "$logins" -le 10 &&
+	grep -q "authentication failed" s1/log &&
+	! node_at s1 v3
+'
+
+test_expect_success 'the password back: the run goes on, with the same lease' '
+	etcdctl_ user passwd s1 --interactive=false <<-EOF >/dev/null &&
+	s1pw
+	EOF
+	wait_for "node_at s1 v3" 30 &&
+	etcdctl_lease_of /alive/s1 >lease.after &&
+	test_cmp lease.before lease.after
+'
+
+test_expect_success 'the daemon stops cleanly' '
+	stop_node s1 &&
+	test "$(node_exit s1)" = 0
+'
+
+stop_all_nodes
+test_done
