@@ -56,6 +56,7 @@ struct config {
 	char *user;			/* default NULL */
 	char *password_file;		/* default NULL */
 	long timeout;			/* seconds per request, default 5 */
+	long token_keep;		/* seconds a daemon's token may go unused, default 240; 0: no limit */
 
 	/* node: */
 	char *hostname;			/* default NULL: the system's */

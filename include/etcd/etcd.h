@@ -20,6 +20,9 @@
  *                  one before proposing it, so it was not applied and may be sent
  *                  again; that etcd is far behind (a caller should slow down)
  *   -EACCES        authentication failed or permission denied
+ *   -EKEYEXPIRED   etcd refused the token of a fresh login too: it read the
+ *                  request only after its --auth-token-ttl (or its users
+ *                  changed meanwhile); nothing was applied, try again later
  *   -EPROTO        a reply that is not what the gateway sends (bad JSON, types)
  *   -ENOSPC        the cluster raised the NOSPACE alarm
  *   -ESTALE        a watch's start revision was compacted (see etcd_watch)
@@ -57,6 +60,7 @@ struct etcd_options {
 	const char *user;		/* etcd user, or NULL for no authentication */
 	const char *password;
 	long timeout_ms;		/* per request, per endpoint; 0 means 5000 */
+	long token_keep_ms;		/* etcd_client_keep_token()'s limit; 0: none */
 };
 
 /* One key-value pair.  key and value are NUL-terminated copies; the lengths
@@ -403,6 +407,17 @@ typedef void (*etcd_watch_error_fn)(struct etcd_watch *w, int error, int64_t com
 				    void *userdata);
 
 int etcd_client_attach_event(struct etcd_client *c, sd_event *event);
+
+/*
+ * Keeps the client's token in use (event-loop mode, a user configured, the
+ * options' token_keep_ms above 0): once no request carried it for 3/4 to all
+ * of token_keep_ms (at random), a count-only serializable read of key does.
+ * etcd's simple tokens expire after --auth-token-ttl seconds unused (300 by
+ * default), and a daemon's lease renewals do not use them; without this,
+ * every idle host would log in again at the first write of a trigger, a
+ * bcrypt check each at etcd, all at once.  key: one the user may read.
+ */
+int etcd_client_keep_token(struct etcd_client *c, const char *key);
 
 /*
  * One stream carrying several watches (the daemon's one stream per node: etcd

@@ -640,7 +640,8 @@ static int cli_exit_code(int r)
 static bool error_from_etcd(int r)
 {
 	return r == -ECONNREFUSED || r == -EBUSY || r == -EACCES || r == -EPROTO ||
-	       r == -ENOSPC || r == -ESTALE || r == -ETIMEDOUT || r == -EINVAL;
+	       r == -ENOSPC || r == -ESTALE || r == -ETIMEDOUT || r == -EINVAL ||
+	       r == -EKEYEXPIRED;
 }
 
 int cli_fleet_error(struct cli *cli, int r, const char *what)

@@ -92,6 +92,7 @@ static const struct key_def keys[] = {
 	{ "etcd", "user", KIND_STRING, F(user), 0, 0 },
 	{ "etcd", "password_file", KIND_STRING, F(password_file), 0, 0 },
 	{ "etcd", "timeout", KIND_LONG, F(timeout), 1, SECONDS_MAX },
+	{ "etcd", "token_keep", KIND_LONG, F(token_keep), 0, SECONDS_MAX },
 
 	{ "node", "hostname", KIND_NAME, F(hostname), 0, 0 },
 	{ "node", "group", KIND_NAME, F(group), 0, 0 },
@@ -219,6 +220,7 @@ int config_new_default(struct config **ret)
 		return -ENOMEM;
 
 	c->timeout = 5;
+	c->token_keep = 240;
 	c->hook_timeout = 3600;
 	c->lease_ttl = 30;
 	c->once_ttl = 610;

@@ -241,6 +241,7 @@ int etcd_client_new(const struct etcd_options *o, struct etcd_client **ret)
 	c->user = strdup_or_null(o->user);
 	c->password = strdup_or_null(o->password ? o->password : (o->user ? "" : NULL));
 	c->timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : DEFAULT_TIMEOUT_MS;
+	c->token_keep_ms = o->token_keep_ms;
 	c->easy = curl_easy_init();
 	if (!c->easy)
 		return -ENOMEM;
@@ -254,6 +255,7 @@ struct etcd_client *etcd_client_free(struct etcd_client *c)
 		return NULL;
 	while (c->watches)
 		etcd_watch_stop(c->watches);
+	etcd_keep_token_stop(c);
 	etcd_calls_free(c);
 	etcd_keepalive_stream_free(c);
 	if (c->multi)
@@ -565,6 +567,15 @@ int etcd_attempts_error(const struct etcd_attempts *a, int last)
 	return last;
 }
 
+int etcd_token_refused_again(struct etcd_client *c)
+{
+	/* A permission problem it is not: what needs saying is how late etcd is. */
+	_cleanup_(freep) char *said = strdup(etcd_last_error(c));
+	etcd_set_error(c, "%s (the token of a fresh login too: etcd read the request only after "
+		       "its --auth-token-ttl)", said ? said : "invalid auth token");
+	return -EKEYEXPIRED;
+}
+
 int etcd_reauthenticate(struct etcd_client *c)
 {
 	etcd_token_refused(c, c->token_gen);
@@ -617,7 +628,7 @@ static int etcd_call(struct etcd_client *c, const char *path, const cJSON *body,
 			continue;
 		case ETCD_ATTEMPT_REAUTH:
 			if (reauthed)
-				return r;
+				return etcd_token_refused_again(c);
 			reauthed = true;
 			int k = etcd_reauthenticate(c);
 			if (k < 0)

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/backoff.h"
 #include "base/cleanup.h"
 #include "etcd/etcd.h"
 #include "etcd_internal.h"
@@ -134,6 +135,8 @@ static int call_send(struct etcd_call *call)
 	curl_easy_setopt(call->easy, CURLOPT_WRITEDATA, &call->reply);
 	curl_easy_setopt(call->easy, CURLOPT_PRIVATE, &call->transfer);
 	call->token_gen = c->token_gen;
+	if (c->token && !call->authenticates)
+		c->token_used_ms = etcd_now_ms();
 	c->requests++;
 	return curl_multi_add_handle(c->multi, call->easy) == CURLM_OK ? 0 : -ENOMEM;
 }
@@ -199,7 +202,7 @@ void etcd_call_transfer_done(struct etcd_call *call, CURLcode code)
 		return;
 	case ETCD_ATTEMPT_REAUTH:
 		if (call->reauthed) {
-			call_finish(call, r, NULL);
+			call_finish(call, etcd_token_refused_again(c), NULL);
 			return;
 		}
 		/* Simple tokens expire after etcd's --auth-token-ttl: the
@@ -347,6 +350,84 @@ int etcd_token_request(struct etcd_client *c)
 	call_link(call);
 	c->authenticating = call;
 	return 0;
+}
+
+/* --- keeping the token in use (etcd_client_keep_token) ------------------------- */
+
+static int call_decode_nothing(struct etcd_call *call, const cJSON *reply, int64_t *ret);
+static void keep_arm(struct etcd_client *c);
+
+static void on_kept(int error, int64_t value, void *userdata)
+{
+	struct etcd_client *c = userdata;
+	(void)error;	/* a refused token was renewed on the way; else the next try */
+	(void)value;
+	c->keeping = NULL;
+	keep_arm(c);
+}
+
+static int on_keep_timer(sd_event_source *s, uint64_t usec, void *userdata)
+{
+	struct etcd_client *c = userdata;
+	(void)s;
+	(void)usec;
+
+	if (c->keeping)
+		return 0;	/* on_kept arms it again */
+	if (c->token && etcd_now_ms() >= c->token_used_ms + (uint64_t)c->token_keep_ms * 3 / 4) {
+		_cleanup_(cJSON_Deletep) cJSON *req = etcd_range_request(
+			c->keep_key, strlen(c->keep_key), NULL, 0, ETCD_COUNT_ONLY | ETCD_SERIALIZABLE,
+			0, 0);
+		char *body = req ? cJSON_PrintUnformatted(req) : NULL;
+		if (body && call_start(c, "/v3/kv/range", body, c->timeout_ms, call_decode_nothing,
+				       NULL, on_kept, c, &c->keeping) >= 0)
+			return 0;
+	}
+	keep_arm(c);
+	return 0;
+}
+
+/* The next look: 3/4 to all of the limit after the token's last use (or
+ * from now, before there is a token), so that hosts started together do
+ * not read together. */
+static void keep_arm(struct etcd_client *c)
+{
+	uint64_t keep = (uint64_t)c->token_keep_ms;
+	uint64_t from = c->token ? c->token_used_ms : etcd_now_ms();
+	uint64_t usec = (from + keep * 3 / 4 + random_between(0, keep / 4)) * 1000;
+
+	if (!c->keep_timer) {
+		if (sd_event_add_time(c->event, &c->keep_timer, CLOCK_MONOTONIC, usec, 100000,
+				      on_keep_timer, c) < 0)
+			return;
+	} else if (sd_event_source_set_time(c->keep_timer, usec) < 0) {
+		return;
+	}
+	(void)sd_event_source_set_enabled(c->keep_timer, SD_EVENT_ONESHOT);
+}
+
+int etcd_client_keep_token(struct etcd_client *c, const char *key)
+{
+	if (!c->event || !key)
+		return -EINVAL;
+	if (!c->user || c->token_keep_ms <= 0)
+		return 0;
+	char *copy = strdup(key);
+	if (!copy)
+		return -ENOMEM;
+	free(c->keep_key);
+	c->keep_key = copy;
+	keep_arm(c);
+	return c->keep_timer ? 0 : -ENOMEM;
+}
+
+void etcd_keep_token_stop(struct etcd_client *c)
+{
+	c->keep_timer = sd_event_source_disable_unref(c->keep_timer);
+	etcd_call_cancel(c->keeping);
+	c->keeping = NULL;
+	free(c->keep_key);
+	c->keep_key = NULL;
 }
 
 static int call_decode_keepalive(struct etcd_call *call, const cJSON *reply, int64_t *ret);

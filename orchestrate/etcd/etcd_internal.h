@@ -26,6 +26,11 @@ struct etcd_client {
 	uint64_t token_gen;		/* counts the tokens taken: which one a request carried */
 	struct etcd_call *authenticating;	/* the one authentication in flight (etcd_call.c) */
 	int auth_failed;		/* while its waiters hear that it failed: the error */
+	uint64_t token_used_ms;		/* when a request last carried the token */
+	long token_keep_ms;		/* etcd_client_keep_token(): its limit, */
+	char *keep_key;			/* the key it reads, */
+	sd_event_source *keep_timer;	/* when it looks again, */
+	struct etcd_call *keeping;	/* and its read in flight */
 	char *denied_key;		/* etcd_denied_key(): the write etcd refused */
 	long timeout_ms;
 
@@ -155,6 +160,9 @@ const char *etcd_current_endpoint(const struct etcd_client *c);
 /* Whether error, the last call's, is etcd's "lease already exists": a
  * grant of an id that was granted. */
 bool etcd_lease_existed(const struct etcd_client *c, int error);
+/* A token refused although it came from a fresh login: records why and
+ * returns -EKEYEXPIRED. */
+int etcd_token_refused_again(struct etcd_client *c);
 /* Drops the token and authenticates again (blocking). */
 int etcd_reauthenticate(struct etcd_client *c);
 /* The token carried by a request sent at generation gen was refused: it is
@@ -224,6 +232,8 @@ int etcd_token_request(struct etcd_client *c);
 /* The token came (error 0) or the authentication failed: the watches that
  * waited for it connect, or schedule their reconnect (etcd_watch.c). */
 void etcd_watch_token_ready(struct etcd_client *c, int error);
+/* Ends etcd_client_keep_token()'s timer and read (the client is freed). */
+void etcd_keep_token_stop(struct etcd_client *c);
 
 /* CLOCK_MONOTONIC in milliseconds, the clock of watch deadlines. */
 static inline uint64_t etcd_now_ms(void)

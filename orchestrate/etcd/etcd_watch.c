@@ -407,6 +407,8 @@ static int watch_connect(struct etcd_watch *w)
 	w->http_error = false;
 	w->reconnect_at = 0;
 	w->token_gen = c->token_gen;
+	if (c->token)
+		c->token_used_ms = etcd_now_ms();
 	w->last_data_ms = w->connect_ms = etcd_now_ms();
 	c->requests++;
 	if (curl_multi_add_handle(w->multi, w->easy) != CURLM_OK) {

@@ -23,6 +23,12 @@ int fleet_connect(struct fleet *f, const struct etcd_options *opts, const char *
 		etcd_client_free(c);
 		return r;
 	}
+	/* The desired version: every host may read it. */
+	_cleanup_(freep) char *key = key_current_version(prefix ? prefix : "");
+	if (!key || (r = etcd_client_keep_token(c, key)) < 0) {
+		etcd_client_free(c);
+		return key ? r : -ENOMEM;
+	}
 	*f = (struct fleet){ .etcd = c, .prefix = prefix ? prefix : "" };
 	return 0;
 }

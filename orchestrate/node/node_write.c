@@ -80,7 +80,7 @@ static void node_write_free(struct node_write *w)
 static bool node_write_definite(int error)
 {
 	return error == 0 || error == -ECANCELED || error == -EACCES || error == -EPERM ||
-	       error == -EINVAL || error == -ENOMEM || error == -EPROTO;
+	       error == -EINVAL || error == -ENOMEM || error == -EPROTO || error == -EKEYEXPIRED;
 }
 
 static void node_on_write_answer(int error, int64_t revision, void *userdata);
