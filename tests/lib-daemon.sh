@@ -215,3 +215,27 @@ start_node_through_proxy () {
 	test -s lease.before &&
 	wait_for "grep -q \" renewal\$\" '$TRASH/proxy.log'" $(($2 + 5))
 }
+
+# auth_enable USER PASSWORD  — (in a test body) users root (password rootpw)
+# and USER, whose role rw may read and write every key; auth on.
+auth_enable () {
+	etcdctl_ user add root:rootpw >/dev/null &&
+	etcdctl_ user grant-role root root >/dev/null &&
+	etcdctl_ role add rw >/dev/null &&
+	etcdctl_ role grant-permission rw --prefix=true readwrite / >/dev/null &&
+	etcdctl_ user add "$1:$2" >/dev/null &&
+	etcdctl_ user grant-role "$1" rw >/dev/null &&
+	etcdctl_ auth enable >/dev/null
+}
+
+# auth_use USER PASSWORD  — (at the top level, after auth_enable) the test's
+# etcdctl runs as root from now on; USER's password is in $TRASH/USER.pw
+# (mode 600) and AUTH holds the flags that log a daemon or a command in as
+# USER.
+auth_use () {
+	ETCDCTL_USER=root:rootpw
+	export ETCDCTL_USER
+	printf "%s\n" "$2" >"$TRASH/$1.pw"
+	chmod 600 "$TRASH/$1.pw"
+	AUTH="--user $1 --password-file $TRASH/$1.pw"
+}

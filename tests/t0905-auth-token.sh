@@ -22,20 +22,10 @@ ETCD_EXTRA_ARGS="--auth-token-ttl 2"
 start_etcd
 
 test_expect_success 'setup: users root and n1, auth on' '
-	etcdctl_ user add root:rootpw >/dev/null &&
-	etcdctl_ user grant-role root root >/dev/null &&
-	etcdctl_ role add rw >/dev/null &&
-	etcdctl_ role grant-permission rw --prefix=true readwrite / >/dev/null &&
-	etcdctl_ user add n1:n1pw >/dev/null &&
-	etcdctl_ user grant-role n1 rw >/dev/null &&
 	etcdctl_ put /current_version v1 >/dev/null &&
-	etcdctl_ auth enable >/dev/null
+	auth_enable n1 n1pw
 '
-ETCDCTL_USER=root:rootpw
-export ETCDCTL_USER
-printf "n1pw\n" >n1.pw
-chmod 600 n1.pw
-AUTH="--user n1 --password-file $TRASH/n1.pw"
+auth_use n1 n1pw
 
 # A token, straight from the gateway, and a range made with it.
 gw_token () {

@@ -25,20 +25,10 @@ start_etcd
 start_slow_proxy
 
 test_expect_success 'setup: users root and s1, auth on' '
-	etcdctl_ user add root:rootpw >/dev/null &&
-	etcdctl_ user grant-role root root >/dev/null &&
-	etcdctl_ role add rw >/dev/null &&
-	etcdctl_ role grant-permission rw --prefix=true readwrite / >/dev/null &&
-	etcdctl_ user add s1:s1pw >/dev/null &&
-	etcdctl_ user grant-role s1 rw >/dev/null &&
 	etcdctl_ put /current_version v1 >/dev/null &&
-	etcdctl_ auth enable >/dev/null
+	auth_enable s1 s1pw
 '
-ETCDCTL_USER=root:rootpw
-export ETCDCTL_USER
-printf "s1pw\n" >s1.pw
-chmod 600 s1.pw
-AUTH="--user s1 --password-file $TRASH/s1.pw"
+auth_use s1 s1pw
 
 # since T PATTERN  — lines of the proxy log at or after time T matching PATTERN.
 since () {
