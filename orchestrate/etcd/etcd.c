@@ -596,7 +596,7 @@ static int etcd_call(struct etcd_client *c, const char *path, const cJSON *body,
 	int r = -ECONNREFUSED;
 
 	etcd_call_begin(c);
-	if (c->user && !c->token) {
+	if (etcd_token_needed(c)) {
 		r = etcd_authenticate(c);
 		if (r < 0)
 			return r;
@@ -663,17 +663,19 @@ cJSON *etcd_auth_request(const struct etcd_client *c)
 	return body;
 }
 
-int etcd_auth_take(struct etcd_client *c, int r, const cJSON *reply)
+int etcd_auth_error(struct etcd_client *c, int r)
 {
-	if (r < 0) {
-		/* A cluster without authentication enabled answers FailedPrecondition:
-		 * go on without a token rather than refuse to work. */
-		if (r == -EINVAL && strstr(etcd_last_error(c), "not enabled"))
-			return 0;
-		if (r == -EINVAL || r == -EPROTO)
-			r = -EACCES;
-		return r;
-	}
+	/* A cluster without authentication enabled answers FailedPrecondition:
+	 * go on without a token rather than refuse to work. */
+	if (r == -EINVAL && strstr(etcd_last_error(c), "not enabled"))
+		return 0;
+	if (r == -EINVAL || r == -EPROTO)
+		return -EACCES;
+	return r;
+}
+
+int etcd_auth_take(struct etcd_client *c, const cJSON *reply)
+{
 	const cJSON *token = cJSON_GetObjectItemCaseSensitive(reply, "token");
 	if (!cJSON_IsString(token)) {
 		etcd_set_error(c, "etcd '%s': authentication reply without a token",
@@ -718,7 +720,7 @@ int etcd_authenticate(struct etcd_client *c)
 	_cleanup_(cJSON_Deletep) cJSON *reply = NULL;
 	int r = etcd_call(c, "/v3/auth/authenticate", body, &reply);
 	c->user = user;
-	return etcd_auth_take(c, r, reply);
+	return r < 0 ? etcd_auth_error(c, r) : etcd_auth_take(c, reply);
 }
 
 /* --- JSON helpers ------------------------------------------------------------ */

@@ -36,7 +36,7 @@ struct etcd_call {
 	long attempt_ms;		/* each attempt's timeout */
 	size_t attempt;			/* endpoints tried, the current one included */
 	bool reauthed;
-	bool awaiting_token;		/* parked until etcd_token_ready() */
+	bool awaiting_token;		/* parked until the login ends (on_token) */
 	bool authenticates;		/* the authentication itself: sent with no token */
 	uint64_t token_gen;		/* the token its last attempt carried */
 	struct etcd_attempts failed;	/* over its endpoints */
@@ -167,6 +167,8 @@ static void call_finish(struct etcd_call *call, int error, const cJSON *reply)
 		error = 0;
 	else if (call->granting > 0 && etcd_lease_existed(call->c, error))
 		error = 0, value = call->granting;	/* an earlier send was applied */
+	else if (call->authenticates)
+		error = etcd_auth_error(call->c, error);
 	if (error > 0) {
 		/* The next request of the same call, from the member that just
 		 * answered (c->current). */
@@ -294,7 +296,7 @@ bool etcd_token_needed(const struct etcd_client *c)
 static int call_decode_token(struct etcd_call *call, const cJSON *reply, int64_t *ret)
 {
 	(void)ret;
-	return etcd_auth_take(call->c, 0, reply);
+	return etcd_auth_take(call->c, reply);
 }
 
 /* The parked call that comes first in c->calls, or NULL. */
@@ -312,9 +314,7 @@ static void on_token(int error, int64_t value, void *userdata)
 	struct etcd_call *call;
 	(void)value;
 
-	c->authenticating = NULL;
-	if (error < 0)
-		error = etcd_auth_take(c, error, NULL);
+	c->authenticating = NULL;	/* a waiter's callback may ask for the next one */
 	/* Each waiter is sent, or told; a callback may start or cancel calls,
 	 * so the walk starts over after each one. */
 	c->auth_failed = error;

@@ -213,10 +213,12 @@ int etcd_grpc_errno(long grpc_code, const char *message, bool have_user,
 int etcd_authenticate(struct etcd_client *c);
 /* An authentication's body: the user and the password.  NULL: no memory. */
 cJSON *etcd_auth_request(const struct etcd_client *c);
-/* Reads an authentication's outcome (r, and its reply when r is 0): the token
- * taken (and counted in token_gen), or 0 without one from a cluster with
- * authentication off, or the error (a refused password is -EACCES). */
-int etcd_auth_take(struct etcd_client *c, int r, const cJSON *reply);
+/* An authentication's reply: the token taken (and counted in token_gen), or
+ * -EPROTO.  A failed authentication's error: 0 from a cluster with
+ * authentication off (no token then), else the error (a refused password is
+ * -EACCES). */
+int etcd_auth_take(struct etcd_client *c, const cJSON *reply);
+int etcd_auth_error(struct etcd_client *c, int r);
 
 /*
  * The asynchronous requests' token (etcd_call.c).  One authentication at a
