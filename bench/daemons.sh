@@ -33,6 +33,11 @@
 #                                      user node (a password etcd checks with
 #                                      bcrypt at its default cost), at the start
 #                                      and whenever its token is refused
+#   ETCD_RESTART=1 bench/daemons.sh    etcd restarted (SIGTERM, then started on
+#                                      the same data) before the triggers: the
+#                                      fleet's recovery measured (with AUTH=1,
+#                                      every token is forgotten: one login each,
+#                                      spread over LOGIN_SPREAD s, default 60)
 #
 # Measures:
 #   - the start of all daemons at once: time until every one is registered and
@@ -97,7 +102,7 @@ if [ "${AUTH:-0}" = 1 ]; then
 	etcdctl_ auth enable >/dev/null
 	export ETCDCTL_USER=root:bench-root
 	(umask 077 && printf 'bench-node\n' >"$work/password")
-	etcd_conf="etcd: {user: node, password_file: $work/password}"
+	etcd_conf="etcd: {user: node, password_file: $work/password${LOGIN_SPREAD:+, login_spread: $LOGIN_SPREAD}}"
 	# The benchmark's own commands (bench_trigger) as root; the password
 	# not exported, or the daemons would take it for theirs.
 	orchestrate() { ORCHESTRATE_PASSWORD=bench-root command orchestrate --user root "$@"; }
@@ -266,6 +271,47 @@ if [ "$warm" = 1 ]; then
 		awk -v d="$((b - a))" -v r="$BT_IDLE_CPU_RATE" 'BEGIN { exit !(d / 2 <= 2 * r + 50) }' && break
 	done
 	echo "  etcd back to its idle rate $(( ($(now_ms) - w0) / 1000 )) s later"
+	sleep "$SETTLE"
+fi
+if [ "${ETCD_RESTART:-0}" = 1 ]; then
+	# etcd's counters start from nothing in the new process: the recovery's
+	# requests are what it counted until every daemon's stream is back and
+	# etcd is at its idle rate again (2 s windows), less the benchmark's own.
+	echo
+	echo "restarting etcd..."
+	log_counts >"$work/logs-restart0"
+	restart_t0=$(now_ms)
+	local_etcd_restart || exit 1
+	pids+=("$LOCAL_ETCD_PID")
+	ETCD_PIDS=("$LOCAL_ETCD_PID")
+	up_ms=$(( $(now_ms) - restart_t0 ))
+	streams_ms=
+	for ((i = 0; i < 600; i++)); do
+		if [ "$(etcd_gauge etcd_debugging_mvcc_watch_stream_total)" -ge "$daemons" ]; then
+			streams_ms=$(( $(now_ms) - restart_t0 ))
+			break
+		fi
+		sleep 0.5
+	done
+	for ((i = 0; i < 150; i++)); do
+		a=$(etcd_cpu_ms "${ETCD_PIDS[@]}"); sleep 2; b=$(etcd_cpu_ms "${ETCD_PIDS[@]}")
+		awk -v d="$((b - a))" -v r="$BT_IDLE_CPU_RATE" 'BEGIN { exit !(d / 2 <= 2 * r + 50) }' && break
+	done
+	settled_ms=$(( $(now_ms) - restart_t0 ))
+	: >"$work/restart0"
+	etcd_requests "$work/restart1"
+	restart_cpu=$(etcd_cpu_ms "${ETCD_PIDS[@]}")
+	log_counts >"$work/logs-restart1"
+	echo "restart: etcd answering after $up_ms ms, every daemon's stream back after ${streams_ms:-(not all, 300 s)} ms,"
+	echo "  etcd back to its idle rate after $settled_ms ms"
+	echo "  etcd per daemon until then: $(etcd_requests_sum "$work/restart0" "$work/restart1" "LeaseRenewal|LeaseKeepAlive" |
+		awk -v n="$daemons" '{ printf "%.2f", $1 / n }') requests, $(awk -v c="$restart_cpu" \
+		-v n="$daemons" 'BEGIN { printf "%.2f", c / n }') ms CPU (its own start included); by method:$(
+		etcd_requests_diff "$work/restart0" "$work/restart1" "$daemons" 1 | awk '{ printf " %s %.2f", $1, $2 }')"
+	paste "$work/logs-restart0" "$work/logs-restart1" | awk -v n="$daemons" '{
+		printf "  from the daemons\x27 logs, per daemon: keepalives failed %.2f, leases lost %.2f, sync retries %.2f, full re-reads %.2f\n",
+			($7 - $1) / n, ($8 - $2) / n, ($9 - $3) / n, ($10 - $4) / n }'
+	log_counts >"$work/logs0"	# the triggers' counts start here
 	sleep "$SETTLE"
 fi
 echo

@@ -10,6 +10,10 @@
 #       starts etcd with its data and log in DIR, waits until it answers,
 #       exports ORCHESTRATE_ETCD and sets LOCAL_ETCD_PID
 #   local_etcd_stop
+#   local_etcd_restart
+#       stops the etcd of local_etcd_start (SIGTERM, as an operator's restart
+#       does) and starts it again on the same data, ports and flags; waits
+#       until it answers and sets LOCAL_ETCD_PID to the new process
 #   local_etcd_cluster_start DIR NAME SIZE [EXTRA ETCD ARGS...]
 #       starts SIZE members NAME1..NAMESIZE on loopback (data and logs in
 #       DIR/NAMEi), waits until every member answers, exports ORCHESTRATE_ETCD
@@ -59,23 +63,42 @@ local_etcd_start() {
 		}
 		export ORCHESTRATE_ETCD=http://127.0.0.1:$client
 		((try == 1)) || rm -rf "$dir/etcd"
-		etcd --name "$name" --data-dir "$dir/etcd" \
-			--listen-client-urls "$ORCHESTRATE_ETCD" --advertise-client-urls "$ORCHESTRATE_ETCD" \
-			--listen-peer-urls "http://127.0.0.1:$peer" \
-			--initial-advertise-peer-urls "http://127.0.0.1:$peer" \
-			--initial-cluster "$name=http://127.0.0.1:$peer" \
-			--log-level error "$@" >"$dir/etcd.log" 2>&1 &
+		LOCAL_ETCD_CMD=(etcd --name "$name" --data-dir "$dir/etcd"
+			--listen-client-urls "$ORCHESTRATE_ETCD" --advertise-client-urls "$ORCHESTRATE_ETCD"
+			--listen-peer-urls "http://127.0.0.1:$peer"
+			--initial-advertise-peer-urls "http://127.0.0.1:$peer"
+			--initial-cluster "$name=http://127.0.0.1:$peer"
+			--log-level error "$@")
+		LOCAL_ETCD_LOG=$dir/etcd.log
+		"${LOCAL_ETCD_CMD[@]}" >"$LOCAL_ETCD_LOG" 2>&1 &
 		LOCAL_ETCD_PID=$!
-		for ((i = 0; i < 150; i++)); do
-			curl -sf "$ORCHESTRATE_ETCD/health" 2>/dev/null | grep -q '"health":"true"' && return 0
-			kill -0 "$LOCAL_ETCD_PID" 2>/dev/null || break
-			sleep 0.1
-		done
+		local_etcd_wait_healthy && return 0
 		kill -0 "$LOCAL_ETCD_PID" 2>/dev/null && break	# alive but not healthy: give up
 		wait "$LOCAL_ETCD_PID" 2>/dev/null || true
 	done
 	echo "etcd did not start on $ORCHESTRATE_ETCD; see $dir/etcd.log" >&2
 	return 1
+}
+
+# Until the etcd of LOCAL_ETCD_PID answers healthy (15 s at most).
+local_etcd_wait_healthy() {
+	local i
+	for ((i = 0; i < 150; i++)); do
+		curl -sf "$ORCHESTRATE_ETCD/health" 2>/dev/null | grep -q '"health":"true"' && return 0
+		kill -0 "$LOCAL_ETCD_PID" 2>/dev/null || return 1
+		sleep 0.1
+	done
+	return 1
+}
+
+local_etcd_restart() {
+	local_etcd_stop
+	"${LOCAL_ETCD_CMD[@]}" >>"$LOCAL_ETCD_LOG" 2>&1 &
+	LOCAL_ETCD_PID=$!
+	local_etcd_wait_healthy || {
+		echo "etcd did not start again on $ORCHESTRATE_ETCD; see $LOCAL_ETCD_LOG" >&2
+		return 1
+	}
 }
 
 local_etcd_stop() {

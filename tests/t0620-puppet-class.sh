@@ -18,6 +18,8 @@ class { 'orchestrate':
   endpoints         => ['$ETCD_URL', 'http://127.0.0.1:1'],
   prefix            => '',
   etcd_timeout      => 3,
+  token_keep        => 120,
+  login_spread      => 0,
   hostname          => 'web1',
   group             => '$1',
   services          => ['always'],
@@ -54,6 +56,8 @@ test_expect_success 'the class writes a config that orchestrated --check-config 
 	grep -qx "  endpoints: \[\"$ETCD_URL\", \"http://127.0.0.1:1\"\]" etc/orchestrate.yaml &&
 	grep -qx "    - {service: \"mysql\", count: 2, healthy: true}" etc/orchestrate.yaml &&
 	grep -qx "  quiet: 0.5" etc/orchestrate.yaml &&
+	grep -qx "  token_keep: 120" etc/orchestrate.yaml &&
+	grep -qx "  login_spread: 0" etc/orchestrate.yaml &&
 	grep -qx "  timeout: 600" etc/orchestrate.yaml &&
 	grep -qxF "  config: \"$TRASH/hooks/it'"'"'s a \\\"config\\\" hook #1\"" etc/orchestrate.yaml &&
 	grep -qxF "  validate: \"C:\\\\odd\\\\path: yes\"" etc/orchestrate.yaml

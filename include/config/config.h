@@ -57,6 +57,7 @@ struct config {
 	char *password_file;		/* default NULL */
 	long timeout;			/* seconds per request, default 5 */
 	long token_keep;		/* seconds a daemon's token may go unused, default 240; 0: no limit */
+	long login_spread;		/* seconds a daemon spreads a login after etcd forgot its token, default 60 */
 
 	/* node: */
 	char *hostname;			/* default NULL: the system's */

@@ -61,6 +61,7 @@ struct etcd_options {
 	const char *password;
 	long timeout_ms;		/* per request, per endpoint; 0 means 5000 */
 	long token_keep_ms;		/* etcd_client_keep_token()'s limit; 0: none */
+	long login_spread_ms;		/* etcd_client_spread_logins()' window; 0: none */
 };
 
 /* One key-value pair.  key and value are NUL-terminated copies; the lengths
@@ -418,6 +419,21 @@ int etcd_client_attach_event(struct etcd_client *c, sd_event *event);
  * bcrypt check each at etcd, all at once.  key: one the user may read.
  */
 int etcd_client_keep_token(struct etcd_client *c, const char *key);
+
+/*
+ * Spreads the logins a fleet makes at once (event-loop mode, a user
+ * configured, ms above 0; the daemon's client, not a command's).  When an
+ * etcd member restarts it has forgotten every simple token (they live in the
+ * members' memory), and every host of a fleet whose watch stream comes back
+ * to it finds its token refused within a second.  etcd checks
+ * each password with bcrypt (72 ms of its CPU here at its default cost) and
+ * all it was sent side by side: 1,000 at once starved its applies, and lease
+ * renewals timed out until a quarter of the leases were lost.  So such a
+ * watch asks for the login at a random moment within ms, drawn once per
+ * token lost; a call that needs the token meanwhile logs in at once, and
+ * every watch waiting goes as soon as a token is there.
+ */
+int etcd_client_spread_logins(struct etcd_client *c, long ms);
 
 /*
  * One stream carrying several watches (the daemon's one stream per node: etcd

@@ -93,6 +93,7 @@ static const struct key_def keys[] = {
 	{ "etcd", "password_file", KIND_STRING, F(password_file), 0, 0 },
 	{ "etcd", "timeout", KIND_LONG, F(timeout), 1, SECONDS_MAX },
 	{ "etcd", "token_keep", KIND_LONG, F(token_keep), 0, SECONDS_MAX },
+	{ "etcd", "login_spread", KIND_LONG, F(login_spread), 0, SECONDS_MAX },
 
 	{ "node", "hostname", KIND_NAME, F(hostname), 0, 0 },
 	{ "node", "group", KIND_NAME, F(group), 0, 0 },
@@ -221,6 +222,7 @@ int config_new_default(struct config **ret)
 
 	c->timeout = 5;
 	c->token_keep = 240;
+	c->login_spread = 60;
 	c->hook_timeout = 3600;
 	c->lease_ttl = 30;
 	c->once_ttl = 610;

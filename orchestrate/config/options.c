@@ -358,6 +358,7 @@ static int resolve_fields(const struct global_options *o, struct options_resolve
 	double secs = o->timeout > 0 ? o->timeout : (double)cfg->timeout;
 	r->etcd.timeout_ms = secs > 0 ? (long)(secs * 1000.0 + 0.5) : 0;
 	r->etcd.token_keep_ms = cfg->token_keep * 1000;
+	r->etcd.login_spread_ms = cfg->login_spread * 1000;
 
 	s = o->prefix ? o->prefix : env_nonempty("ORCHESTRATE_PREFIX");
 	if (!s)

@@ -694,6 +694,7 @@ int etcd_auth_take(struct etcd_client *c, const cJSON *reply)
 	free(c->token);
 	c->token = copy;
 	c->token_gen++;
+	c->login_after_ms = 0;	/* the next token lost is spread anew */
 	return 0;
 }
 

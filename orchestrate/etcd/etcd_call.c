@@ -23,6 +23,7 @@
 
 #include "base/backoff.h"
 #include "base/cleanup.h"
+#include "base/log.h"
 #include "etcd/etcd.h"
 #include "etcd_internal.h"
 
@@ -350,6 +351,31 @@ int etcd_token_request(struct etcd_client *c)
 	call_link(call);
 	c->authenticating = call;
 	return 0;
+}
+
+/* --- spreading a fleet's logins (etcd_client_spread_logins) -------------------- */
+
+int etcd_client_spread_logins(struct etcd_client *c, long ms)
+{
+	c->login_spread_ms = ms > 0 ? ms : 0;
+	return 0;
+}
+
+uint64_t etcd_login_spread_at(struct etcd_client *c)
+{
+	uint64_t now = etcd_now_ms();
+
+	/* A login in flight, or a token there already: nothing to spread. */
+	if (c->login_spread_ms <= 0 || c->authenticating || !etcd_token_needed(c))
+		return now;
+	if (c->login_after_ms == 0) {
+		c->login_after_ms = now + random_between(0, (uint64_t)c->login_spread_ms);
+		log_info("etcd refused this host's token on a watch stream it had ended (a member "
+			 "that restarts forgets every token): logging in again in %.1f s, a random "
+			 "moment of etcd.login_spread (%ld s), so that a fleet does not log in at once",
+			 (double)(c->login_after_ms - now) / 1000.0, c->login_spread_ms / 1000);
+	}
+	return c->login_after_ms;
 }
 
 /* --- keeping the token in use (etcd_client_keep_token) ------------------------- */

@@ -31,6 +31,8 @@ struct etcd_client {
 	char *keep_key;			/* the key it reads, */
 	sd_event_source *keep_timer;	/* when it looks again, */
 	struct etcd_call *keeping;	/* and its read in flight */
+	long login_spread_ms;		/* etcd_client_spread_logins(); 0: none */
+	uint64_t login_after_ms;	/* the spread login of the lost token: not before (0: none drawn) */
 	char *denied_key;		/* etcd_denied_key(): the write etcd refused */
 	long timeout_ms;
 
@@ -234,6 +236,9 @@ int etcd_token_request(struct etcd_client *c);
 /* The token came (error 0) or the authentication failed: the watches that
  * waited for it connect, or schedule their reconnect (etcd_watch.c). */
 void etcd_watch_token_ready(struct etcd_client *c, int error);
+/* When a watch whose token was refused asks for the login: now, or the
+ * random moment of the client's spread, drawn once per token lost. */
+uint64_t etcd_login_spread_at(struct etcd_client *c);
 /* Ends etcd_client_keep_token()'s timer and read (the client is freed). */
 void etcd_keep_token_stop(struct etcd_client *c);
 

@@ -86,6 +86,8 @@ struct etcd_watch {
 	bool got_frame;			/* a valid frame arrived on this stream */
 	bool http_error;		/* the stream answered with a non-200 status */
 	bool awaiting_token;		/* connects once the client has one */
+	bool login_wait;		/* its token refused: reconnects at the spread login */
+	bool member_lost;		/* the member ended its last stream (restart, connection) */
 	uint64_t token_gen;		/* the token the stream carried */
 	unsigned failures;		/* streams in a row that gave no valid frame */
 	uint64_t reconnect_at;		/* monotonic ms; 0: no reconnect pending */
@@ -370,6 +372,7 @@ static int watch_connect(struct etcd_watch *w)
 			return -ENOMEM;
 	}
 	w->n_created = 0;
+	w->login_wait = false;
 	const char *text = buf_str(&body);
 
 	if (etcd_token_needed(c)) {
@@ -470,6 +473,31 @@ static void watch_schedule_reconnect(struct etcd_watch *w)
 		watch_finish(w, -ENOMEM, 0);
 }
 
+/*
+ * etcd refused the token the stream carried.  Unless a new one is there
+ * already, the stream comes back once the client has logged in again.  When
+ * the member had ended the stream before (it restarted, and forgot every
+ * token), every host of a fleet is here within a second, and a daemon's
+ * client spreads that login (etcd_client_spread_logins).  A stream this
+ * client reopened itself (silent past its idle limit) is alone: its token
+ * went unused past etcd's TTL, and it logs in at once.  The stream stays on
+ * its member (the login goes there too); the new token, whoever's login took
+ * it, brings it back at once (etcd_watch_token_ready).
+ */
+static void watch_reconnect_after_login(struct etcd_watch *w)
+{
+	if (w->blocking || !w->member_lost || !etcd_token_needed(w->c)) {
+		watch_schedule_reconnect(w);
+		return;
+	}
+	watch_disconnect(w);
+	w->c->reconnects++;
+	w->login_wait = true;
+	w->reconnect_at = etcd_login_spread_at(w->c);
+	if (watch_arm_timer(w) < 0)
+		watch_finish(w, -ENOMEM, 0);
+}
+
 /* Handles one complete frame.  Returns false when the watch must not be touched
  * any more (it stopped, or its owner stopped it from a callback). */
 static bool watch_handle_frame(struct etcd_watch *w, const char *text, size_t len)
@@ -488,12 +516,15 @@ static bool watch_handle_frame(struct etcd_watch *w, const char *text, size_t le
 	if (r == 1) {
 		bool retry, reauth;
 		r = etcd_map_grpc_error(c, c->endpoints[w->endpoint], code, message, &retry, &reauth);
-		if (reauth)
+		if (reauth) {
 			etcd_token_refused(c, w->token_gen);
+			watch_reconnect_after_login(w);
+			return false;
+		}
 		/* A stream error that is not a verdict on the request itself
 		 * ("the client connection is closing" while a member restarts)
 		 * is the member's trouble: resume elsewhere. */
-		if (retry || reauth || r == -EPROTO) {
+		if (retry || r == -EPROTO) {
 			watch_schedule_reconnect(w);
 			return false;
 		}
@@ -532,6 +563,7 @@ static bool watch_handle_frame(struct etcd_watch *w, const char *text, size_t le
 			wr->last_rev = revision;
 		w->got_frame = true;
 		w->failures = 0;
+		w->member_lost = false;
 		etcd_events_free(events, n);
 		/* the first creation starts the wait for the others */
 		if (!w->blocking && w->n_created == 1 && w->n_ranges > 1)
@@ -632,9 +664,12 @@ static void watch_transfer_done(struct etcd_watch *w, CURLcode code)
 		if (cJSON_IsObject(json) && frame_error(json, &grpc, &message)) {
 			bool retry, reauth;
 			int r = etcd_map_grpc_error(c, endpoint, grpc, message, &retry, &reauth);
-			if (reauth)
+			if (reauth) {
 				etcd_token_refused(c, w->token_gen);
-			if (!retry && !reauth && r != -EPROTO) {
+				watch_reconnect_after_login(w);
+				return;
+			}
+			if (!retry && r != -EPROTO) {
 				watch_finish(w, r, 0);
 				return;
 			}
@@ -643,8 +678,10 @@ static void watch_transfer_done(struct etcd_watch *w, CURLcode code)
 		}
 	} else if (code != CURLE_OK) {
 		etcd_set_error(c, "etcd '%s': %s", endpoint, curl_easy_strerror(code));
+		w->member_lost = true;
 	} else {
 		etcd_set_error(c, "etcd '%s': watch stream closed", endpoint);
+		w->member_lost = true;
 	}
 	watch_schedule_reconnect(w);
 }
@@ -864,15 +901,24 @@ static int watch_arm_timer(struct etcd_watch *w)
 	return sd_event_source_set_enabled(w->timer, SD_EVENT_ONESHOT);
 }
 
+/* A watch that waits for the token: parked on the login in flight, or, its
+ * token refused, on the timer of the spread login (which a token from any
+ * login makes pointless). */
+static bool watch_waits_token(const struct etcd_watch *w, int error)
+{
+	return w->awaiting_token || (error == 0 && w->login_wait && !w->easy && !w->finished);
+}
+
 void etcd_watch_token_ready(struct etcd_client *c, int error)
 {
 	for (;;) {
 		struct etcd_watch *w = c->watches;
-		while (w && !w->awaiting_token)
+		while (w && !watch_waits_token(w, error))
 			w = w->next;
 		if (!w)
 			return;
 		w->awaiting_token = false;
+		w->login_wait = false;
 		if (w->finished)
 			continue;
 		if (error < 0 || watch_connect(w) < 0)

@@ -29,6 +29,9 @@ int fleet_connect(struct fleet *f, const struct etcd_options *opts, const char *
 		etcd_client_free(c);
 		return key ? r : -ENOMEM;
 	}
+	/* A daemon spreads the logins its fleet makes at once; a command's
+	 * user waits for it (fleet_open). */
+	etcd_client_spread_logins(c, opts->login_spread_ms);
 	*f = (struct fleet){ .etcd = c, .prefix = prefix ? prefix : "" };
 	return 0;
 }

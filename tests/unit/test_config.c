@@ -55,6 +55,7 @@ static void check_defaults(const struct config *c, const char *what)
 	   "%s: no TLS, no auth", what);
 	is_int(c->timeout, 5, "%s: timeout", what);
 	is_int(c->token_keep, 240, "%s: token_keep", what);
+	is_int(c->login_spread, 60, "%s: login_spread", what);
 	ok(!c->hostname && !c->group, "%s: no hostname, no group", what);
 	ok(c->services && !c->services[0], "%s: services empty", what);
 	is_str(c->profile_list, "/var/lib/puppet/profile_list.txt", "%s: profile_list", what);
@@ -110,6 +111,7 @@ static void test_full(void)
 	is_str(c->password_file, "/etc/orchestrate/password", "password_file");
 	is_int(c->timeout, 7, "timeout");
 	is_int(c->token_keep, 0, "token_keep 0: kept by nothing");
+	is_int(c->login_spread, 5, "login_spread");
 	is_str(c->hostname, "web1.example.com", "hostname");
 	is_str(c->group, "dc1", "group");
 	is_int(strv_len(c->services), 2, "two services");
@@ -317,6 +319,8 @@ static const struct {
 	{ "etcd:\n  timeout: 0\n", "t:2: etcd.timeout: expected a positive integer, got '0'" },
 	{ "etcd:\n  token_keep: -1\n",
 	  "t:2: etcd.token_keep: expected a non-negative integer, got '-1'" },
+	{ "etcd:\n  login_spread: 1.5\n",
+	  "t:2: etcd.login_spread: expected a non-negative integer, got '1.5'" },
 	{ "etcd:\n  timeout: 5.5\n",
 	  "t:2: etcd.timeout: expected a positive integer, got '5.5'" },
 	{ "etcd:\n  timeout: 0x10\n",

@@ -37,6 +37,10 @@
 # @param user etcd.user.
 # @param password_file etcd.password_file.
 # @param etcd_timeout etcd.timeout: seconds per request.
+# @param token_keep etcd.token_keep: seconds an idle daemon lets its token go
+#   unused (below etcd's --auth-token-ttl; 0 keeps nothing).
+# @param login_spread etcd.login_spread: seconds over which the fleet logs in
+#   again after an etcd member restarted (sized to the fleet; 0: at once).
 # @param hostname node.hostname (default: the system's host name).
 # @param group node.group: the rollout group (e.g. a datacenter).
 # @param services node.services: services this node always offers.
@@ -87,6 +91,8 @@ class orchestrate (
   Optional[String[1]] $user = undef,
   Optional[String[1]] $password_file = undef,
   Optional[Integer[1]] $etcd_timeout = undef,
+  Optional[Integer[0]] $token_keep = undef,
+  Optional[Integer[0]] $login_spread = undef,
   Optional[String[1]] $hostname = undef,
   Optional[String[1]] $group = undef,
   Array[String[1]] $services = [],
@@ -145,6 +151,8 @@ class orchestrate (
       'user'          => $user,
       'password_file' => $password_file,
       'timeout'       => $etcd_timeout,
+      'token_keep'    => $token_keep,
+      'login_spread'  => $login_spread,
     },
     'node'   => {
       'hostname'     => $hostname,
