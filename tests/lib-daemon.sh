@@ -239,3 +239,13 @@ auth_use () {
 	chmod 600 "$TRASH/$1.pw"
 	AUTH="--user $1 --password-file $TRASH/$1.pw"
 }
+
+# auth_setup USER PASSWORD  — (at the top level) a test that sets
+# current_version to v1 and turns auth on (auth_enable), then auth_use.
+auth_setup () {
+	test_expect_success "setup: users root and $1, auth on" "
+		etcdctl_ put /current_version v1 >/dev/null &&
+		auth_enable $1 $2
+	"
+	auth_use "$1" "$2"
+}

@@ -21,11 +21,7 @@ test_have_orchestrated
 ETCD_EXTRA_ARGS="--auth-token-ttl 2"
 start_etcd
 
-test_expect_success 'setup: users root and n1, auth on' '
-	etcdctl_ put /current_version v1 >/dev/null &&
-	auth_enable n1 n1pw
-'
-auth_use n1 n1pw
+auth_setup n1 n1pw
 
 # A token, straight from the gateway, and a range made with it.
 gw_token () {

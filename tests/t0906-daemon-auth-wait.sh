@@ -24,11 +24,7 @@ ETCD_EXTRA_ARGS="--auth-token-ttl 2"
 start_etcd
 start_slow_proxy
 
-test_expect_success 'setup: users root and s1, auth on' '
-	etcdctl_ put /current_version v1 >/dev/null &&
-	auth_enable s1 s1pw
-'
-auth_use s1 s1pw
+auth_setup s1 s1pw
 
 # since T PATTERN  — lines of the proxy log at or after time T matching PATTERN.
 since () {

@@ -22,11 +22,7 @@ test_have_orchestrated
 start_etcd
 start_slow_proxy
 
-test_expect_success 'setup: users root and s1, auth on' '
-	etcdctl_ put /current_version v1 >/dev/null &&
-	auth_enable s1 s1pw
-'
-auth_use s1 s1pw
+auth_setup s1 s1pw
 
 # node_with_spread NAME SECONDS  — NAME, logging in as s1 through the proxy,
 # with etcd.login_spread SECONDS, at v1.
