@@ -257,6 +257,17 @@ log_counts() {
 }
 log_counts >"$work/logs0"
 
+# etcd_wait_idle ROUNDS — until etcd's CPU over 2 s is back near its idle rate
+# with the daemons (at most ROUNDS windows).
+etcd_wait_idle() {
+	local i a b
+	for ((i = 0; i < $1; i++)); do
+		a=$(etcd_cpu_ms "${ETCD_PIDS[@]}"); sleep 2; b=$(etcd_cpu_ms "${ETCD_PIDS[@]}")
+		awk -v d="$((b - a))" -v r="$BT_IDLE_CPU_RATE" 'BEGIN { exit !(d / 2 <= 2 * r + 50) }' && return 0
+	done
+	return 0
+}
+
 if [ "$warm" = 1 ]; then
 	# A daemon's first run publishes its services (a first boot); what a
 	# trigger costs a fleet that runs is measured from the second.
@@ -269,10 +280,7 @@ if [ "$warm" = 1 ]; then
 	# version.  Wait until etcd is back to its idle rate (2 s windows, at
 	# most 600 s), so that no measured trigger queues behind them.
 	w0=$(now_ms)
-	for ((i = 0; i < 300; i++)); do
-		a=$(etcd_cpu_ms "${ETCD_PIDS[@]}"); sleep 2; b=$(etcd_cpu_ms "${ETCD_PIDS[@]}")
-		awk -v d="$((b - a))" -v r="$BT_IDLE_CPU_RATE" 'BEGIN { exit !(d / 2 <= 2 * r + 50) }' && break
-	done
+	etcd_wait_idle 300
 	echo "  etcd back to its idle rate $(( ($(now_ms) - w0) / 1000 )) s later"
 	sleep "$SETTLE"
 fi
@@ -296,10 +304,7 @@ if [ "${ETCD_RESTART:-0}" = 1 ]; then
 		fi
 		sleep 0.5
 	done
-	for ((i = 0; i < 150; i++)); do
-		a=$(etcd_cpu_ms "${ETCD_PIDS[@]}"); sleep 2; b=$(etcd_cpu_ms "${ETCD_PIDS[@]}")
-		awk -v d="$((b - a))" -v r="$BT_IDLE_CPU_RATE" 'BEGIN { exit !(d / 2 <= 2 * r + 50) }' && break
-	done
+	etcd_wait_idle 150
 	settled_ms=$(( $(now_ms) - restart_t0 ))
 	: >"$work/restart0"
 	etcd_requests "$work/restart1"

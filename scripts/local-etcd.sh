@@ -52,7 +52,7 @@ local_etcd_free_port() {
 }
 
 local_etcd_start() {
-	local dir=$1 name=$2 client peer i try
+	local dir=$1 name=$2 client peer try
 	shift 2
 	# A port taken between the check and etcd's bind (another test starting)
 	# makes etcd exit at once: try again on other ports.

@@ -433,7 +433,7 @@ int etcd_client_keep_token(struct etcd_client *c, const char *key);
  * token lost; a call that needs the token meanwhile logs in at once, and
  * every watch waiting goes as soon as a token is there.
  */
-int etcd_client_spread_logins(struct etcd_client *c, long ms);
+void etcd_client_spread_logins(struct etcd_client *c, long ms);
 
 /*
  * One stream carrying several watches (the daemon's one stream per node: etcd

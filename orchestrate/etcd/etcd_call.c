@@ -355,10 +355,9 @@ int etcd_token_request(struct etcd_client *c)
 
 /* --- spreading a fleet's logins (etcd_client_spread_logins) -------------------- */
 
-int etcd_client_spread_logins(struct etcd_client *c, long ms)
+void etcd_client_spread_logins(struct etcd_client *c, long ms)
 {
 	c->login_spread_ms = ms > 0 ? ms : 0;
-	return 0;
 }
 
 uint64_t etcd_login_spread_at(struct etcd_client *c)

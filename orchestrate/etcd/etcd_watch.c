@@ -474,8 +474,9 @@ static void watch_schedule_reconnect(struct etcd_watch *w)
 }
 
 /*
- * etcd refused the token the stream carried.  Unless a new one is there
- * already, the stream comes back once the client has logged in again.  When
+ * etcd refused the token the stream carried: the client drops it (unless a
+ * newer one replaced it already), and unless a token is there, the stream
+ * comes back once the client has logged in again.  When
  * the member had ended the stream before (it restarted, and forgot every
  * token), every host of a fleet is here within a second, and a daemon's
  * client spreads that login (etcd_client_spread_logins).  A stream this
@@ -484,8 +485,9 @@ static void watch_schedule_reconnect(struct etcd_watch *w)
  * its member (the login goes there too); the new token, whoever's login took
  * it, brings it back at once (etcd_watch_token_ready).
  */
-static void watch_reconnect_after_login(struct etcd_watch *w)
+static void watch_token_refused(struct etcd_watch *w)
 {
+	etcd_token_refused(w->c, w->token_gen);
 	if (w->blocking || !w->member_lost || !etcd_token_needed(w->c)) {
 		watch_schedule_reconnect(w);
 		return;
@@ -517,8 +519,7 @@ static bool watch_handle_frame(struct etcd_watch *w, const char *text, size_t le
 		bool retry, reauth;
 		r = etcd_map_grpc_error(c, c->endpoints[w->endpoint], code, message, &retry, &reauth);
 		if (reauth) {
-			etcd_token_refused(c, w->token_gen);
-			watch_reconnect_after_login(w);
+			watch_token_refused(w);
 			return false;
 		}
 		/* A stream error that is not a verdict on the request itself
@@ -665,8 +666,7 @@ static void watch_transfer_done(struct etcd_watch *w, CURLcode code)
 			bool retry, reauth;
 			int r = etcd_map_grpc_error(c, endpoint, grpc, message, &retry, &reauth);
 			if (reauth) {
-				etcd_token_refused(c, w->token_gen);
-				watch_reconnect_after_login(w);
+				watch_token_refused(w);
 				return;
 			}
 			if (!retry && r != -EPROTO) {
@@ -917,8 +917,7 @@ void etcd_watch_token_ready(struct etcd_client *c, int error)
 			w = w->next;
 		if (!w)
 			return;
-		w->awaiting_token = false;
-		w->login_wait = false;
+		w->awaiting_token = false;	/* login_wait: watch_connect clears it */
 		if (w->finished)
 			continue;
 		if (error < 0 || watch_connect(w) < 0)
