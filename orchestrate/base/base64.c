@@ -1,13 +1,15 @@
 /*
  * base64.c — RFC 4648 base64 with padding, the encoding etcd's gateway uses for
  * every bytes field.  Decoding is strict: the gateway never sends whitespace or
- * unpadded text, so anything else is a malformed reply.
+ * unpadded text, so anything else is a malformed reply.  The URL alphabet
+ * without padding is read too: the parts of a JSON Web Token are written so.
  */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "base/base64.h"
+#include "base/cleanup.h"
 
 static const char alphabet[] =
 	"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -75,4 +77,24 @@ int base64_decode(const char *text, size_t len, struct buf *out)
 		buf_add(out, q, 3 - pad);
 	}
 	return 0;
+}
+
+int base64url_decode(const char *text, size_t len, struct buf *out)
+{
+	if (len % 4 == 1)
+		return -EINVAL;
+	_cleanup_(buf_releasep) struct buf std = BUF_INIT;
+	int r = buf_grow(&std, len + 2);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < len; i++) {
+		char c = text[i];
+		if (c == '+' || c == '/' || c == '=')
+			return -EINVAL;	/* the standard alphabet's, or padding */
+		c = c == '-' ? '+' : c == '_' ? '/' : c;
+		buf_add(&std, &c, 1);
+	}
+	while (std.len % 4)
+		buf_add(&std, "=", 1);
+	return base64_decode(std.data, std.len, out);
 }

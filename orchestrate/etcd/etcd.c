@@ -674,6 +674,40 @@ int etcd_auth_error(struct etcd_client *c, int r)
 	return r;
 }
 
+int etcd_token_expiry(const char *token, int64_t *ret_exp)
+{
+	/* header.payload.signature, each base64url; a simple token is
+	 * "random.index", one dot. */
+	const char *payload = strchr(token, '.');
+	const char *end = payload ? strchr(payload + 1, '.') : NULL;
+	if (!end || strchr(end + 1, '.'))
+		return 0;
+	payload++;
+	_cleanup_(buf_releasep) struct buf json = BUF_INIT;
+	if (base64url_decode(payload, (size_t)(end - payload), &json) < 0)
+		return 0;
+	_cleanup_(cJSON_Deletep) cJSON *claims = cJSON_ParseWithLength(json.data, json.len);
+	const cJSON *exp = cJSON_GetObjectItemCaseSensitive(claims, "exp");
+	/* Seconds since the epoch; a value past the year 5000 is no date
+	 * this client can reckon with (and must not overflow its sums). */
+	if (!cJSON_IsNumber(exp) || !(exp->valuedouble > 0 && exp->valuedouble < 1e11))
+		return 0;
+	*ret_exp = (int64_t)exp->valuedouble;
+	return 1;
+}
+
+/* When a token taken now expires, on the monotonic clock: 0 when it does not
+ * say (a simple token, which lives while it is used), or when this host's
+ * clock is ahead of etcd's by more than the token's life. */
+static uint64_t token_expires_ms(const char *token)
+{
+	int64_t exp;
+	if (etcd_token_expiry(token, &exp) <= 0)
+		return 0;
+	int64_t life_ms = exp * 1000 - (int64_t)clock_msec(CLOCK_REALTIME);
+	return life_ms > 0 ? etcd_now_ms() + (uint64_t)life_ms : 0;
+}
+
 int etcd_auth_take(struct etcd_client *c, const cJSON *reply)
 {
 	const cJSON *token = cJSON_GetObjectItemCaseSensitive(reply, "token");
@@ -694,6 +728,8 @@ int etcd_auth_take(struct etcd_client *c, const cJSON *reply)
 	free(c->token);
 	c->token = copy;
 	c->token_gen++;
+	c->token_expires_ms = token_expires_ms(copy);
+	c->token_renew_ms = 0;	/* drawn by the keep (etcd_call.c) */
 	c->login_after_ms = 0;	/* the next token lost is spread anew */
 	return 0;
 }

@@ -309,6 +309,9 @@ static struct etcd_call *first_awaiting(struct etcd_client *c)
 	return NULL;
 }
 
+static void keep_arm(struct etcd_client *c);
+static void keep_renewal_failed(struct etcd_client *c);
+
 static void on_token(int error, int64_t value, void *userdata)
 {
 	struct etcd_client *c = userdata;
@@ -327,6 +330,11 @@ static void on_token(int error, int64_t value, void *userdata)
 	}
 	etcd_watch_token_ready(c, error);
 	c->auth_failed = 0;
+	if (c->keep_timer) {	/* the keep counts from the new token, or retries */
+		if (error < 0)
+			keep_renewal_failed(c);
+		keep_arm(c);
+	}
 }
 
 int etcd_token_request(struct etcd_client *c)
@@ -379,8 +387,36 @@ uint64_t etcd_login_spread_at(struct etcd_client *c)
 
 /* --- keeping the token in use (etcd_client_keep_token) ------------------------- */
 
+/*
+ * A simple token lives while it is used: the keep reads with it once it went
+ * unused for 3/4 to all of token_keep.  A JSON Web Token (etcd --auth-token
+ * jwt) expires at the time it carries however it is used, so a read keeps
+ * nothing: the keep logs in again before then, at a random moment between
+ * 2/3 and 5/6 of the token's life, so that a trigger never meets an expired
+ * token (a whole fleet's logins at once) and hosts that logged in together
+ * renew apart.  Its sixth of the life left is the login's time to answer.
+ */
 static int call_decode_nothing(struct etcd_call *call, const cJSON *reply, int64_t *ret);
-static void keep_arm(struct etcd_client *c);
+
+static bool token_expires(const struct etcd_client *c)
+{
+	return c->token && c->token_expires_ms;
+}
+
+/* A renewal that failed leaves the token as it was: try again halfway to
+ * its expiry, until too little is left to be worth it; then the token is
+ * left to expire, and the read keep's refusal logs in as for any token. */
+static void keep_renewal_failed(struct etcd_client *c)
+{
+	uint64_t now = etcd_now_ms();
+
+	if (!token_expires(c) || now < c->token_renew_ms)
+		return;
+	if (c->token_expires_ms > now + 2000)
+		c->token_renew_ms = now + (c->token_expires_ms - now) / 2;
+	else
+		c->token_expires_ms = 0;
+}
 
 static void on_kept(int error, int64_t value, void *userdata)
 {
@@ -399,7 +435,18 @@ static int on_keep_timer(sd_event_source *s, uint64_t usec, void *userdata)
 
 	if (c->keeping)
 		return 0;	/* on_kept arms it again */
-	if (c->token && etcd_now_ms() >= c->token_used_ms + (uint64_t)c->token_keep_ms * 3 / 4) {
+	if (token_expires(c)) {
+		uint64_t now = etcd_now_ms();
+		if (c->authenticating)
+			return 0;	/* on_token arms it again */
+		if (c->token_renew_ms && now >= c->token_renew_ms) {
+			log_debug("etcd: logging in again %.1f s before this host's token expires",
+				  (double)((int64_t)c->token_expires_ms - (int64_t)now) / 1000.0);
+			if (etcd_token_request(c) >= 0)
+				return 0;	/* on_token arms it again */
+			keep_renewal_failed(c);
+		}
+	} else if (c->token && etcd_now_ms() >= c->token_used_ms + (uint64_t)c->token_keep_ms * 3 / 4) {
 		_cleanup_(cJSON_Deletep) cJSON *req = etcd_range_request(
 			c->keep_key, strlen(c->keep_key), NULL, 0, ETCD_COUNT_ONLY | ETCD_SERIALIZABLE,
 			0, 0);
@@ -412,14 +459,26 @@ static int on_keep_timer(sd_event_source *s, uint64_t usec, void *userdata)
 	return 0;
 }
 
-/* The next look: 3/4 to all of the limit after the token's last use (or
- * from now, before there is a token), so that hosts started together do
- * not read together. */
+/* The next look: for a token that expires, its renewal (drawn once per
+ * token); else 3/4 to all of the limit after the token's last use (or from
+ * now, before there is a token), so that hosts started together do not read
+ * together. */
 static void keep_arm(struct etcd_client *c)
 {
-	uint64_t keep = (uint64_t)c->token_keep_ms;
-	uint64_t from = c->token ? c->token_used_ms : etcd_now_ms();
-	uint64_t usec = (from + keep * 3 / 4 + random_between(0, keep / 4)) * 1000;
+	uint64_t usec;
+
+	if (token_expires(c)) {
+		uint64_t now = etcd_now_ms();
+		if (!c->token_renew_ms) {
+			uint64_t life = c->token_expires_ms > now ? c->token_expires_ms - now : 0;
+			c->token_renew_ms = now + life * 2 / 3 + random_between(0, life / 6);
+		}
+		usec = c->token_renew_ms * 1000;
+	} else {
+		uint64_t keep = (uint64_t)c->token_keep_ms;
+		uint64_t from = c->token ? c->token_used_ms : etcd_now_ms();
+		usec = (from + keep * 3 / 4 + random_between(0, keep / 4)) * 1000;
+	}
 
 	if (!c->keep_timer) {
 		if (sd_event_add_time(c->event, &c->keep_timer, CLOCK_MONOTONIC, usec, 100000,

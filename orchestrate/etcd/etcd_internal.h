@@ -27,6 +27,8 @@ struct etcd_client {
 	struct etcd_call *authenticating;	/* the one authentication in flight (etcd_call.c) */
 	int auth_failed;		/* while its waiters hear that it failed: the error */
 	uint64_t token_used_ms;		/* when a request last carried the token */
+	uint64_t token_expires_ms;	/* a JWT's expiry (monotonic); 0: the token does not say */
+	uint64_t token_renew_ms;	/* the keep's login before it (0: not drawn yet) */
 	long token_keep_ms;		/* etcd_client_keep_token(): its limit, */
 	char *keep_key;			/* the key it reads, */
 	sd_event_source *keep_timer;	/* when it looks again, */
@@ -220,6 +222,10 @@ cJSON *etcd_auth_request(const struct etcd_client *c);
  * authentication off (no token then), else the error (a refused password is
  * -EACCES). */
 int etcd_auth_take(struct etcd_client *c, const cJSON *reply);
+/* The expiry a JSON Web Token carries (etcd --auth-token jwt): 1 and
+ * *ret_exp, its "exp" claim in seconds since the epoch; 0 for a token that
+ * carries none (a simple token) or that cannot be read. */
+int etcd_token_expiry(const char *token, int64_t *ret_exp);
 int etcd_auth_error(struct etcd_client *c, int r);
 
 /*

@@ -40,6 +40,57 @@ static void test_base64(void)
 	ok(d.len == sizeof(bin) && memcmp(d.data, bin, sizeof(bin)) == 0, "binary round trip");
 }
 
+static void test_base64url(void)
+{
+	/* "?>?" is "Pz4/" in the standard alphabet: both alphabets' last two. */
+	const char *cases[][2] = {
+		{ "", "" }, { "f", "Zg" }, { "fo", "Zm8" }, { "foo", "Zm9v" }, { "?>?", "Pz4_" },
+		{ ">>>", "Pj4-" },
+	};
+	for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+		_cleanup_(buf_releasep) struct buf d = BUF_INIT;
+		ok(base64url_decode(cases[i][1], strlen(cases[i][1]), &d) == 0 &&
+		   d.len == strlen(cases[i][0]) && memcmp(buf_str(&d), cases[i][0], d.len) == 0,
+		   "base64url decode '%s'", cases[i][1]);
+	}
+	/* Padding, the standard alphabet's own characters, a length no
+	 * encoding has. */
+	const char *bad[] = { "Zg==", "Pz4/", "Pj4+", "Zm9vZ", "Zm.v" };
+	for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+		_cleanup_(buf_releasep) struct buf d = BUF_INIT;
+		is_int(base64url_decode(bad[i], strlen(bad[i]), &d), -EINVAL,
+		       "base64url refuses '%s'", bad[i]);
+	}
+}
+
+static void test_token_expiry(void)
+{
+	int64_t exp = 0;
+
+	/* A token etcd 3.4.23 gave with --auth-token jwt (its signature cut
+	 * short): {"exp":1795960706,"revision":7,"username":"n1"}. */
+	ok(etcd_token_expiry("eyJhbGciOiJSUzI1NiIsInR5cCI6IkpXVCJ9."
+			     "eyJleHAiOjE3OTU5NjA3MDYsInJldmlzaW9uIjo3LCJ1c2VybmFtZSI6Im4xIn0."
+			     "kilXpN-Drb4wvS5yjDNYPaWObYe6eO9PDogxu6bMBQyIqQ", &exp) == 1 &&
+	   exp == 1795960706, "a JWT's expiry: %lld", (long long)exp);
+	/* A simple token ("random.index") says nothing. */
+	is_int(etcd_token_expiry("ZmJSdcNHIrDkjSjL.42", &exp), 0, "a simple token has no expiry");
+	/* Hostile or odd payloads say nothing either: no exp, exp a string,
+	 * negative, beyond any date, not JSON, not base64url, a part too many. */
+	const char *odd[] = {
+		"a.eyJ1c2VybmFtZSI6Im4xIn0.s",			/* {"username":"n1"} */
+		"a.eyJleHAiOiIxNzk1OTYwNzA2In0.s",		/* {"exp":"1795960706"} */
+		"a.eyJleHAiOi01fQ.s",				/* {"exp":-5} */
+		"a.eyJleHAiOjFlMzAwfQ.s",			/* {"exp":1e300} */
+		"a.bm90IGpzb24.s",				/* not json */
+		"a.e30=.s",					/* padded */
+		"a.e30.s.t",					/* four parts */
+		"..",
+	};
+	for (size_t i = 0; i < ELEMENTSOF(odd); i++)
+		is_int(etcd_token_expiry(odd[i], &exp), 0, "no expiry in '%s'", odd[i]);
+}
+
 static int decode_range_text(const char *text, struct etcd_kv_list *l, bool *more)
 {
 	_cleanup_(cJSON_Deletep) cJSON *j = cJSON_Parse(text);
@@ -297,6 +348,8 @@ int main(void)
 	test_grpc_errno();
 	test_attempts_error();
 	test_base64();
+	test_base64url();
+	test_token_expiry();
 	test_range();
 	test_int64();
 	test_watch_frames();
