@@ -38,7 +38,8 @@
 # @param password_file etcd.password_file.
 # @param etcd_timeout etcd.timeout: seconds per request.
 # @param token_keep etcd.token_keep: seconds an idle daemon lets its token go
-#   unused (below etcd's --auth-token-ttl; 0 keeps nothing).
+#   unused (below etcd's --auth-token-ttl; a JWT is renewed before it
+#   expires instead; 0 keeps nothing).
 # @param login_spread etcd.login_spread: seconds over which the fleet logs in
 #   again after an etcd member restarted (sized to the fleet; 0: at once).
 # @param hostname node.hostname (default: the system's host name).
