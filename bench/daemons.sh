@@ -33,6 +33,10 @@
 #                                      user node (a password etcd checks with
 #                                      bcrypt at its default cost), at the start
 #                                      and whenever its token is refused
+#   AUTH=1 AUTH_CHANGE=1 bench/daemons.sh
+#                                      an etcd user added right before each
+#                                      trigger (a node_identity): etcd refuses
+#                                      every token given before it
 #   ETCD_RESTART=1 bench/daemons.sh    etcd restarted (SIGTERM, then started on
 #                                      the same data) before the triggers: the
 #                                      fleet's recovery measured (with AUTH=1,
@@ -346,6 +350,12 @@ printf '  %-8s %8s %8s %8s %8s %8s %10s\n' version started p50 p99 max at all_at
 : >"$work/per-trigger"
 for t in $(seq 1 "$triggers"); do
 	v=bench$t
+	# AUTH_CHANGE=1: a user added right before the trigger, as a
+	# node_identity for a new host would: etcd then refuses every token
+	# given before it ("revision of auth store is old")
+	if [ "${AUTH_CHANGE:-0}" = 1 ]; then
+		etcdctl_ user add "bench-change-$t:x" >/dev/null
+	fi
 	bench_trigger "$v" "$daemons" "$work/t$t"
 	started=$(wc -l <"$work/starts/$v" 2>/dev/null || echo 0)
 	read -r atn _ _ atmax <<<"$BT_AT"

@@ -6,11 +6,15 @@
 # that time instead, at a random moment between 2/3 and 5/6 of the token's
 # life.  So a trigger after a quiet spell never meets an expired token (a
 # fleet's logins at once), and a JWT, signed rather than remembered, outlives
-# an etcd restart: nothing to log in again for.
+# an etcd restart: nothing to log in again for.  But a JWT carries the
+# revision of etcd's users and roles it was given at, so any change to them
+# (a node_identity for a new host) makes etcd refuse every host's token at
+# once: that login is spread over etcd.login_spread, as after a restart.
 #
 # etcd logs each token it refuses, the token with it; the username inside
 # tells whose it was.  k1 keeps its token (token_keep 6 s, so that the old
-# read keep would have read and met refusals within the quiet spell) and
+# read keep would have read and met refusals within the quiet spell),
+# spreads a fleet's logins over 4 s (etcd.login_spread), and
 # reaches etcd through tools/slow-proxy, whose log shows its logins and
 # reads; z0 keeps nothing (token_keep 0), the control.
 
@@ -60,6 +64,8 @@ test_expect_success 'setup: user zz too; k1 (through the proxy, keep 6 s) and z0
 	etcdctl_ user grant-role zz rw >/dev/null &&
 	printf "zzpw\n" >"$TRASH/zz.pw" && chmod 600 "$TRASH/zz.pw" &&
 	node_keeping k1 6 &&
+	sed -i "s/^  token_keep: 6\$/  token_keep: 6\n  login_spread: 4/" "$TRASH/k1/orchestrate.yaml" &&
+	grep -q "login_spread: 4" "$TRASH/k1/orchestrate.yaml" &&
 	( ETCD_URL=$PROXY_URL && start_node k1 $KK_AUTH ) &&
 	node_keeping z0 0 &&
 	start_node z0 --user zz --password-file "$TRASH/zz.pw" &&
@@ -95,6 +101,25 @@ test_expect_success 'etcd restarted: k1 has nothing to log in again for, and is 
 	wait_for "node_at k1 v3" 15 &&
 	! grep "logging in again in" "$TRASH/k1/log" &&
 	test "$(refused kk)" = 0
+'
+
+test_expect_success 'a user added: k1 says when it logs in again, runs v4 only then, logs in once' '
+	etcdctl_ user add other:x >/dev/null &&
+	changed=$(now_ms) &&
+	etcdctl_put /current_version v4 &&
+	wait_for "node_at k1 v4" 20 &&
+	grep "users or roles changed" "$TRASH/k1/log" >said &&
+	test_line_count = 1 said &&
+	delay=$(sed -n "s/.*logging in again in \([0-9.]*\) s.*/\1/p" said |
+		awk "{ printf \"%d\", \$1 * 1000 }") &&
+	start=$(awk "\$1 == \"config-start\" && \$2 == \"k1\" && \$3 == \"v4\" { print \$4 }" \
+		"$TRASH/runs.log") &&
+	logins=$(awk -v t="$changed" "\$1 * 1000 >= t" "$TRASH/proxy.log" |
+		grep -c "/v3/auth/authenticate" || :) &&
+	echo "k1: logs in again after $delay ms, its run started $((start - changed)) ms after the change; $logins login(s)" &&
+	test -n "$delay" && test "$delay" -le 4000 &&
+	test "$start" -ge $((changed + delay - 100)) &&
+	test "$logins" = 1
 '
 
 test_done

@@ -209,9 +209,15 @@ void etcd_call_transfer_done(struct etcd_call *call, CURLcode code)
 			return;
 		}
 		/* Simple tokens expire after etcd's --auth-token-ttl: the
-		 * call waits for a new one, asked for once for all of them. */
+		 * call waits for a new one, asked for once for all of them.
+		 * A JWT given before etcd's users or roles changed is refused
+		 * on every host at once: that login is spread. */
 		call->reauthed = true;
+		bool changed = strstr(etcd_last_error(c), "auth store is old");
 		etcd_token_refused(c, call->token_gen);
+		if (changed)
+			(void)etcd_login_spread_at(c, "as one given before etcd's users or roles "
+						      "changed (every JWT of a fleet is refused then)");
 		/* the same member again, with the new token */
 		call->attempt = (i + c->n_endpoints - c->current) % c->n_endpoints;
 		break;
@@ -337,6 +343,8 @@ static void on_token(int error, int64_t value, void *userdata)
 	}
 }
 
+static int login_timer_arm(struct etcd_client *c);
+
 int etcd_token_request(struct etcd_client *c)
 {
 	struct etcd_call *call;
@@ -344,6 +352,8 @@ int etcd_token_request(struct etcd_client *c)
 
 	if (c->authenticating)
 		return 0;
+	if (c->login_after_ms > etcd_now_ms())
+		return login_timer_arm(c);	/* the spread login's moment */
 	_cleanup_(cJSON_Deletep) cJSON *request = etcd_auth_request(c);
 	char *body = request ? cJSON_PrintUnformatted(request) : NULL;
 	if (!body)
@@ -368,7 +378,7 @@ void etcd_client_spread_logins(struct etcd_client *c, long ms)
 	c->login_spread_ms = ms > 0 ? ms : 0;
 }
 
-uint64_t etcd_login_spread_at(struct etcd_client *c)
+uint64_t etcd_login_spread_at(struct etcd_client *c, const char *why)
 {
 	uint64_t now = etcd_now_ms();
 
@@ -377,12 +387,44 @@ uint64_t etcd_login_spread_at(struct etcd_client *c)
 		return now;
 	if (c->login_after_ms == 0) {
 		c->login_after_ms = now + random_between(0, (uint64_t)c->login_spread_ms);
-		log_info("etcd refused this host's token on a watch stream it had ended (a member "
-			 "that restarts forgets every token): logging in again in %.1f s, a random "
+		log_info("etcd refused this host's token %s: logging in again in %.1f s, a random "
 			 "moment of etcd.login_spread (%ld s), so that a fleet does not log in at once",
-			 (double)(c->login_after_ms - now) / 1000.0, c->login_spread_ms / 1000);
+			 why, (double)(c->login_after_ms - now) / 1000.0, c->login_spread_ms / 1000);
 	}
 	return c->login_after_ms;
+}
+
+/* Every request that needs the token meanwhile waits for that moment (a
+ * watch on its own reconnect timer): the login is asked for then, unless a
+ * token came sooner. */
+static int on_login_timer(sd_event_source *s, uint64_t usec, void *userdata)
+{
+	struct etcd_client *c = userdata;
+	(void)s;
+	(void)usec;
+
+	if (etcd_token_needed(c)) {
+		int r = etcd_token_request(c);
+		if (r < 0)
+			on_token(r, 0, c);	/* its waiters hear of it */
+	}
+	return 0;
+}
+
+static int login_timer_arm(struct etcd_client *c)
+{
+	uint64_t usec = c->login_after_ms * 1000;
+
+	if (!c->event)
+		return -EINVAL;
+	if (!c->login_timer) {
+		if (sd_event_add_time(c->event, &c->login_timer, CLOCK_MONOTONIC, usec, 100000,
+				      on_login_timer, c) < 0)
+			return -ENOMEM;
+	} else if (sd_event_source_set_time(c->login_timer, usec) < 0) {
+		return -ENOMEM;
+	}
+	return sd_event_source_set_enabled(c->login_timer, SD_EVENT_ONESHOT) < 0 ? -ENOMEM : 0;
 }
 
 /* --- keeping the token in use (etcd_client_keep_token) ------------------------- */
@@ -507,6 +549,7 @@ int etcd_client_keep_token(struct etcd_client *c, const char *key)
 
 void etcd_keep_token_stop(struct etcd_client *c)
 {
+	c->login_timer = sd_event_source_disable_unref(c->login_timer);
 	c->keep_timer = sd_event_source_disable_unref(c->keep_timer);
 	etcd_call_cancel(c->keeping);
 	c->keeping = NULL;

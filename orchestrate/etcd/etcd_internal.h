@@ -35,6 +35,7 @@ struct etcd_client {
 	struct etcd_call *keeping;	/* and its read in flight */
 	long login_spread_ms;		/* etcd_client_spread_logins(); 0: none */
 	uint64_t login_after_ms;	/* the spread login of the lost token: not before (0: none drawn) */
+	sd_event_source *login_timer;	/* ...which then starts, for the calls parked until it */
 	char *denied_key;		/* etcd_denied_key(): the write etcd refused */
 	long timeout_ms;
 
@@ -242,10 +243,13 @@ int etcd_token_request(struct etcd_client *c);
 /* The token came (error 0) or the authentication failed: the watches that
  * waited for it connect, or schedule their reconnect (etcd_watch.c). */
 void etcd_watch_token_ready(struct etcd_client *c, int error);
-/* When a watch whose token was refused asks for the login: now, or the
- * random moment of the client's spread, drawn once per token lost. */
-uint64_t etcd_login_spread_at(struct etcd_client *c);
-/* Ends etcd_client_keep_token()'s timer and read (the client is freed). */
+/* When a login for a token refused on every host of a fleet at once (why,
+ * logged with the moment) may start: now, or the random moment of the
+ * client's spread, drawn once per token lost.  Until then every request
+ * that needs the token waits (etcd_token_request). */
+uint64_t etcd_login_spread_at(struct etcd_client *c, const char *why);
+/* Ends the token's timers (the keep's, a spread login's) and the keep's
+ * read (the client is freed). */
 void etcd_keep_token_stop(struct etcd_client *c);
 
 /* CLOCK_MONOTONIC in milliseconds, the clock of watch deadlines. */
