@@ -190,14 +190,14 @@ start_runner () {
 }
 
 # start_slow_proxy  — starts tools/slow-proxy in front of the test's etcd, its
-# files in $TRASH (delay, lose, drop, refuse, busy, hold, authtimeout: what it
-# does while each exists; proxy.log: what it passed), and sets PROXY_URL; skips the test
+# files in $TRASH (delay, lose, drop, refuse, busy, hold: what it does while
+# each exists; proxy.log: what it passed), and sets PROXY_URL; skips the test
 # without it.
 start_slow_proxy () {
 	command -v python3 >/dev/null 2>&1 || skip_all "needs python3 for the slow proxy"
 	"$TEST_DIRECTORY/tools/slow-proxy" "$ETCD_PORT" "$TRASH/proxy.port" "$TRASH/delay" \
 		"$TRASH/proxy.log" "$TRASH/lose" "$TRASH/drop" "$TRASH/refuse" "$TRASH/busy" \
-		"$TRASH/hold" "$TRASH/authtimeout" 2>"$TRASH/proxy.err" &
+		"$TRASH/hold" 2>"$TRASH/proxy.err" &
 	test_register_pid $!
 	wait_for "test -s '$TRASH/proxy.port'" 10 || skip_all "the slow proxy did not start"
 	PROXY_URL="http://127.0.0.1:$(cat "$TRASH/proxy.port")"

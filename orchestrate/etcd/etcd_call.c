@@ -216,9 +216,8 @@ void etcd_call_transfer_done(struct etcd_call *call, CURLcode code)
 		bool changed = strstr(etcd_last_error(c), "auth store is old");
 		etcd_token_refused(c, call->token_gen);
 		if (changed)
-			(void)etcd_login_spread_at(c, "etcd refused this host's token as one given "
-						      "before its users or roles changed (every JWT "
-						      "of a fleet is refused then)");
+			(void)etcd_login_spread_at(c, "as one given before etcd's users or roles "
+						      "changed (every JWT of a fleet is refused then)");
 		/* the same member again, with the new token */
 		call->attempt = (i + c->n_endpoints - c->current) % c->n_endpoints;
 		break;
@@ -319,15 +318,6 @@ static struct etcd_call *first_awaiting(struct etcd_client *c)
 static void keep_arm(struct etcd_client *c);
 static void keep_renewal_failed(struct etcd_client *c);
 
-/* etcd answered the login itself that it could not do it now: it timed the
- * request out, or refused it unproposed.  A fleet starting or coming back
- * together meets that when etcd has more passwords to check than it can. */
-static bool login_met_busy_etcd(struct etcd_client *c, int error)
-{
-	return error == -EBUSY ||
-	       (error == -ECONNREFUSED && strstr(etcd_last_error(c), "request timed out"));
-}
-
 static void on_token(int error, int64_t value, void *userdata)
 {
 	struct etcd_client *c = userdata;
@@ -335,11 +325,6 @@ static void on_token(int error, int64_t value, void *userdata)
 	(void)value;
 
 	c->authenticating = NULL;	/* a waiter's callback may ask for the next one */
-	/* Each such answer cost etcd a password check already, as much as some
-	 * 120 writes: the next login waits for a moment of the spread. */
-	if (error < 0 && login_met_busy_etcd(c, error))
-		(void)etcd_login_spread_at(c, "etcd was too busy to answer this host's login "
-					      "(as when a whole fleet logs in at once)");
 	/* Each waiter is sent, or told; a callback may start or cancel calls,
 	 * so the walk starts over after each one. */
 	c->auth_failed = error;
@@ -400,12 +385,10 @@ uint64_t etcd_login_spread_at(struct etcd_client *c, const char *why)
 	/* A login in flight, or a token there already: nothing to spread. */
 	if (c->login_spread_ms <= 0 || c->authenticating || !etcd_token_needed(c))
 		return now;
-	/* One moment for all that meet it before then; a moment past whose
-	 * login failed draws the next. */
-	if (c->login_after_ms <= now) {
+	if (c->login_after_ms == 0) {
 		c->login_after_ms = now + random_between(0, (uint64_t)c->login_spread_ms);
-		log_info("%s: logging in again in %.1f s, a random moment of etcd.login_spread "
-			 "(%ld s), so that a fleet does not log in at once",
+		log_info("etcd refused this host's token %s: logging in again in %.1f s, a random "
+			 "moment of etcd.login_spread (%ld s), so that a fleet does not log in at once",
 			 why, (double)(c->login_after_ms - now) / 1000.0, c->login_spread_ms / 1000);
 	}
 	return c->login_after_ms;

@@ -495,9 +495,8 @@ static void watch_token_refused(struct etcd_watch *w)
 	watch_disconnect(w);
 	w->c->reconnects++;
 	w->login_wait = true;
-	w->reconnect_at = etcd_login_spread_at(w->c, "etcd refused this host's token on a watch "
-						     "stream it had ended (a member that restarts "
-						     "forgets every token)");
+	w->reconnect_at = etcd_login_spread_at(w->c, "on a watch stream it had ended (a member that "
+						     "restarts forgets every token)");
 	if (watch_arm_timer(w) < 0)
 		watch_finish(w, -ENOMEM, 0);
 }
