@@ -430,8 +430,10 @@ int etcd_client_keep_token(struct etcd_client *c, const char *key);
  * all it was sent side by side: 1,000 at once starved its applies, and lease
  * renewals timed out until a quarter of the leases were lost.  So such a
  * watch asks for the login at a random moment within ms, drawn once per
- * token lost; a call that needs the token meanwhile logs in at once, and
- * every watch waiting goes as soon as a token is there.
+ * token lost; so does a call whose JWT etcd refused as given before its
+ * users or roles changed (every host's JWT is refused then).  Every request
+ * that needs the token meanwhile waits for that moment, and every watch
+ * waiting goes as soon as a token is there.
  */
 void etcd_client_spread_logins(struct etcd_client *c, long ms);
 
