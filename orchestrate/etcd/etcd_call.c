@@ -216,8 +216,8 @@ void etcd_call_transfer_done(struct etcd_call *call, CURLcode code)
 		bool changed = strstr(etcd_last_error(c), "auth store is old");
 		etcd_token_refused(c, call->token_gen);
 		if (changed)
-			(void)etcd_login_spread_at(c, "as one given before etcd's users or roles "
-						      "changed (every JWT of a fleet is refused then)");
+			etcd_login_spread(c, "as one given before etcd's users or roles "
+					  "changed (every JWT of a fleet is refused then)");
 		/* the same member again, with the new token */
 		call->attempt = (i + c->n_endpoints - c->current) % c->n_endpoints;
 		break;
@@ -378,25 +378,23 @@ void etcd_client_spread_logins(struct etcd_client *c, long ms)
 	c->login_spread_ms = ms > 0 ? ms : 0;
 }
 
-uint64_t etcd_login_spread_at(struct etcd_client *c, const char *why)
+void etcd_login_spread(struct etcd_client *c, const char *why)
 {
 	uint64_t now = etcd_now_ms();
 
-	/* A login in flight, or a token there already: nothing to spread. */
 	if (c->login_spread_ms <= 0 || c->authenticating || !etcd_token_needed(c))
-		return now;
+		return;
 	if (c->login_after_ms == 0) {
 		c->login_after_ms = now + random_between(0, (uint64_t)c->login_spread_ms);
 		log_info("etcd refused this host's token %s: logging in again in %.1f s, a random "
 			 "moment of etcd.login_spread (%ld s), so that a fleet does not log in at once",
 			 why, (double)(c->login_after_ms - now) / 1000.0, c->login_spread_ms / 1000);
 	}
-	return c->login_after_ms;
 }
 
-/* Every request that needs the token meanwhile waits for that moment (a
- * watch on its own reconnect timer): the login is asked for then, unless a
- * token came sooner. */
+/* Every request that needs the token meanwhile waits for that moment, the
+ * watches too (parked, awaiting_token): the login is asked for then, unless
+ * a token came sooner. */
 static int on_login_timer(sd_event_source *s, uint64_t usec, void *userdata)
 {
 	struct etcd_client *c = userdata;

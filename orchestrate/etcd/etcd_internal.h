@@ -243,11 +243,12 @@ int etcd_token_request(struct etcd_client *c);
 /* The token came (error 0) or the authentication failed: the watches that
  * waited for it connect, or schedule their reconnect (etcd_watch.c). */
 void etcd_watch_token_ready(struct etcd_client *c, int error);
-/* When a login for a token refused on every host of a fleet at once (why,
- * logged with the moment) may start: now, or the random moment of the
- * client's spread, drawn once per token lost.  Until then every request
- * that needs the token waits (etcd_token_request). */
-uint64_t etcd_login_spread_at(struct etcd_client *c, const char *why);
+/* A token refused on every host of a fleet at once (why, logged with the
+ * moment): the next login waits for a random moment of the client's spread,
+ * drawn once per token lost, and so does every request that needs the token
+ * meanwhile (etcd_token_request).  Nothing to spread without a spread, with a
+ * login in flight, or with a token there already. */
+void etcd_login_spread(struct etcd_client *c, const char *why);
 /* Ends the token's timers (the keep's, a spread login's) and the keep's
  * read (the client is freed). */
 void etcd_keep_token_stop(struct etcd_client *c);

@@ -86,7 +86,6 @@ struct etcd_watch {
 	bool got_frame;			/* a valid frame arrived on this stream */
 	bool http_error;		/* the stream answered with a non-200 status */
 	bool awaiting_token;		/* connects once the client has one */
-	bool login_wait;		/* its token refused: reconnects at the spread login */
 	bool member_lost;		/* the member ended its last stream (restart, connection) */
 	uint64_t token_gen;		/* the token the stream carried */
 	unsigned failures;		/* streams in a row that gave no valid frame */
@@ -372,7 +371,6 @@ static int watch_connect(struct etcd_watch *w)
 			return -ENOMEM;
 	}
 	w->n_created = 0;
-	w->login_wait = false;
 	const char *text = buf_str(&body);
 
 	if (etcd_token_needed(c)) {
@@ -476,14 +474,14 @@ static void watch_schedule_reconnect(struct etcd_watch *w)
 /*
  * etcd refused the token the stream carried: the client drops it (unless a
  * newer one replaced it already), and unless a token is there, the stream
- * comes back once the client has logged in again.  When
- * the member had ended the stream before (it restarted, and forgot every
- * token), every host of a fleet is here within a second, and a daemon's
- * client spreads that login (etcd_client_spread_logins).  A stream this
- * client reopened itself (silent past its idle limit) is alone: its token
- * went unused past etcd's TTL, and it logs in at once.  The stream stays on
- * its member (the login goes there too); the new token, whoever's login took
- * it, brings it back at once (etcd_watch_token_ready).
+ * parks until the client has logged in again (watch_connect).  When the
+ * member had ended the stream before (it restarted, and forgot every token),
+ * every host of a fleet is here within a second, and a daemon's client
+ * spreads that login (etcd_client_spread_logins): the login, and so the
+ * stream, waits for the client's moment, or for a token any other request
+ * brought sooner.  A stream this client reopened itself (silent past its
+ * idle limit) is alone: its token went unused past etcd's TTL, and it logs
+ * in at once.  The stream stays on its member (the login goes there too).
  */
 static void watch_token_refused(struct etcd_watch *w)
 {
@@ -494,11 +492,10 @@ static void watch_token_refused(struct etcd_watch *w)
 	}
 	watch_disconnect(w);
 	w->c->reconnects++;
-	w->login_wait = true;
-	w->reconnect_at = etcd_login_spread_at(w->c, "on a watch stream it had ended (a member that "
-						     "restarts forgets every token)");
-	if (watch_arm_timer(w) < 0)
-		watch_finish(w, -ENOMEM, 0);
+	etcd_login_spread(w->c, "on a watch stream it had ended (a member that "
+				"restarts forgets every token)");
+	if (watch_connect(w) < 0)
+		watch_schedule_reconnect(w);
 }
 
 /* Handles one complete frame.  Returns false when the watch must not be touched
@@ -902,23 +899,15 @@ static int watch_arm_timer(struct etcd_watch *w)
 	return sd_event_source_set_enabled(w->timer, SD_EVENT_ONESHOT);
 }
 
-/* A watch that waits for the token: parked on the login in flight, or, its
- * token refused, on the timer of the spread login (which a token from any
- * login makes pointless). */
-static bool watch_waits_token(const struct etcd_watch *w, int error)
-{
-	return w->awaiting_token || (error == 0 && w->login_wait && !w->easy && !w->finished);
-}
-
 void etcd_watch_token_ready(struct etcd_client *c, int error)
 {
 	for (;;) {
 		struct etcd_watch *w = c->watches;
-		while (w && !watch_waits_token(w, error))
+		while (w && !w->awaiting_token)
 			w = w->next;
 		if (!w)
 			return;
-		w->awaiting_token = false;	/* login_wait: watch_connect clears it */
+		w->awaiting_token = false;
 		if (w->finished)
 			continue;
 		if (error < 0 || watch_connect(w) < 0)
