@@ -13,33 +13,8 @@ test_description='orchestrated under valgrind: no errors, no leaks'
 . "$(dirname "$0")/test-lib.sh"
 . "$TEST_DIRECTORY/lib-daemon.sh"
 test_have_orchestrated
-command -v valgrind >/dev/null 2>&1 || skip_all "valgrind is not installed"
-# The sanitizer run of CI builds with ASan, which valgrind cannot host.
-grep -qa __asan_init "$REPO_ROOT/bin/orchestrated" &&
-	skip_all "orchestrated is built with AddressSanitizer; valgrind cannot run it"
+test_have_valgrind
 start_etcd
-
-# Like start_node, with the daemon under valgrind.
-start_node_valgrind () {
-	n_=$1
-	(
-		valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect \
-			--error-exitcode=99 --track-fds=no \
-			--trace-children=no --log-file="$TRASH/$n_/valgrind.log" \
-			"$REPO_ROOT/bin/orchestrated" --config "$TRASH/$n_/orchestrate.yaml" \
-			--etcd "$ETCD_URL" --local-version-file "$TRASH/$n_/current_version" -v \
-			>>"$TRASH/$n_/log" 2>&1 &
-		echo $! >"$TRASH/$n_/pid"
-		wait $!
-		echo $? >"$TRASH/$n_/exit"
-	) &
-	wait_for "test -s '$TRASH/$n_/pid'" 5 || return 1
-	test_register_pid "$(node_pid "$n_")"
-	wait_for "etcdctl_get /alive/$n_ | grep -q pid" 40 || {
-		cat "$TRASH/$n_/log" "$TRASH/$n_/valgrind.log" >&2
-		return 1
-	}
-}
 
 test_expect_success 'the daemon registers and syncs under valgrind' '
 	node_setup n1 &&
@@ -111,11 +86,7 @@ test_expect_success 'groups: it claims the gate of its stage, watches g0, opens 
 
 test_expect_success 'SIGTERM: exit 0, memcheck reports no error and no leak' '
 	stop_node n1 &&
-	test "$(node_exit n1)" = 0 &&
-	grep -q "ERROR SUMMARY: 0 errors" n1/valgrind.log || {
-		cat n1/valgrind.log >&4
-		exit 1
-	}
+	valgrind_clean n1
 '
 
 test_expect_success '--once under valgrind: a full cycle, no error, no leak' '

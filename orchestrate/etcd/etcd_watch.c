@@ -496,6 +496,8 @@ static void watch_token_refused(struct etcd_watch *w)
 				"restarts forgets every token)");
 	if (watch_connect(w) < 0)
 		watch_schedule_reconnect(w);
+	else
+		watch_arm_timer(w);	/* nothing to time while parked */
 }
 
 /* Handles one complete frame.  Returns false when the watch must not be touched
