@@ -77,6 +77,23 @@ test_cleanup_done=
 test_cleanup () {
 	test -n "$test_cleanup_done" && return
 	test_cleanup_done=1
+	# background helpers the tests registered (daemons among them, which
+	# say goodbye to etcd while it is there); they are gone
+	# before the trash goes, so that none writes into it while it is
+	# removed
+	if test -f "$ETCD_STATE/.pids"; then
+		while read -r pid; do
+			kill "$pid" 2>/dev/null
+		done <"$ETCD_STATE/.pids"
+		while read -r pid; do
+			i=0
+			while kill -0 "$pid" 2>/dev/null && test $i -lt 50; do
+				sleep 0.1
+				i=$((i + 1))
+			done
+			kill -9 "$pid" 2>/dev/null
+		done <"$ETCD_STATE/.pids"
+	fi
 	# every etcd this script started
 	for d in "$ETCD_STATE"/*/; do
 		test -d "$d" || continue
@@ -92,12 +109,6 @@ test_cleanup () {
 		fi
 		test -f "$d/datadir" && rm -rf "$(cat "$d/datadir")"
 	done
-	# other background helpers registered by the tests
-	if test -f "$ETCD_STATE/.pids"; then
-		while read -r pid; do
-			kill "$pid" 2>/dev/null
-		done <"$ETCD_STATE/.pids"
-	fi
 	rm -rf "$ETCD_STATE"
 	cd "$TEST_DIRECTORY" || return
 	if test -z "$ORCHESTRATE_TEST_DEBUG"; then
