@@ -77,30 +77,20 @@ EOF
 # start_node NAME [ARGS…]  — starts orchestrated for NAME in the background and
 # waits until it registered (alive/NAME exists).
 start_node () {
-	n_=$1
-	shift
-	rm -f "$TRASH/$n_/exit" "$TRASH/$n_/pid"
-	(
-		orchestrated --config "$TRASH/$n_/orchestrate.yaml" --etcd "$ETCD_URL" \
-			--local-version-file "$TRASH/$n_/current_version" -v "$@" \
-			>>"$TRASH/$n_/log" 2>&1 &
-		echo $! >"$TRASH/$n_/pid"
-		# the test body runs under set -e: a daemon killed by a signal
-		# must still leave its status
-		rc_=0
-		wait $! || rc_=$?
-		echo $rc_ >"$TRASH/$n_/exit"
-	) &
-	# at exit the shell that waits goes first, so that it does not
-	# write the status of the daemon killed after it into a trash
-	# being removed
-	test_register_pid $!
-	wait_for "test -s '$TRASH/$n_/pid'" 5 || return 1
-	test_register_pid "$(node_pid "$n_")"
-	wait_for "etcdctl_get /alive/$n_ | grep -q pid" 15 || {
-		cat "$TRASH/$n_/log" >&2
-		return 1
-	}
+	node_command_=(orchestrated)
+	node_start_ 15 "$@"
+}
+
+# test_have_jwt_keys TTL  — (at the top level) makes an RSA key pair in the
+# trash and sets JWT_ETCD_ARGS to the arguments of an etcd that issues JSON
+# Web Tokens living TTL seconds (to put in ETCD_EXTRA_ARGS before start_etcd);
+# skips the script without openssl.
+test_have_jwt_keys () {
+	command -v openssl >/dev/null 2>&1 || skip_all "needs openssl for the JWT keys"
+	openssl genrsa -out "$TRASH/jwt.key" 2048 2>/dev/null &&
+	openssl rsa -in "$TRASH/jwt.key" -pubout -out "$TRASH/jwt.pub" 2>/dev/null ||
+		skip_all "openssl could not make an RSA key"
+	JWT_ETCD_ARGS="--auth-token jwt,pub-key=$TRASH/jwt.pub,priv-key=$TRASH/jwt.key,sign-method=RS256,ttl=${1}s"
 }
 
 # test_have_valgrind  — (at the top level) skips the script without valgrind,
@@ -119,36 +109,53 @@ test_have_valgrind () {
 # followed.  valgrind makes the daemon 20-50 times slower: the wait for its
 # registration is longer.
 start_node_valgrind () {
-	n_=$1
-	shift
-	rm -f "$TRASH/$n_/exit" "$TRASH/$n_/pid"
-	(
-		valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect \
-			--error-exitcode=99 --track-fds=no \
-			--trace-children=no --log-file="$TRASH/$n_/valgrind.log" \
-			"$REPO_ROOT/bin/orchestrated" --config "$TRASH/$n_/orchestrate.yaml" \
-			--etcd "$ETCD_URL" --local-version-file "$TRASH/$n_/current_version" -v \
-			"$@" >>"$TRASH/$n_/log" 2>&1 &
-		echo $! >"$TRASH/$n_/pid"
-		rc_=0
-		wait $! || rc_=$?
-		echo $rc_ >"$TRASH/$n_/exit"
-	) &
-	test_register_pid $!
-	wait_for "test -s '$TRASH/$n_/pid'" 5 || return 1
-	test_register_pid "$(node_pid "$n_")"
-	wait_for "etcdctl_get /alive/$n_ | grep -q pid" 40 || {
-		cat "$TRASH/$n_/log" "$TRASH/$n_/valgrind.log" >&2
+	node_command_=(valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect
+		--error-exitcode=99 --track-fds=no --trace-children=no
+		--log-file="$TRASH/$1/valgrind.log" "$REPO_ROOT/bin/orchestrated")
+	node_start_ 40 "$@" || {
+		cat "$TRASH/$1/valgrind.log" >&2
 		return 1
 	}
 }
 
-# valgrind_clean NAME  — NAME's daemon, stopped, exited 0 and memcheck found
-# no error (a definite or indirect leak is one, --errors-for-leak-kinds).
-valgrind_clean () {
+# stop_node_valgrind NAME  — stops NAME's daemon (SIGTERM): it exits 0 and
+# memcheck found no error (a definite or indirect leak is one).
+stop_node_valgrind () {
+	stop_node "$1" &&
 	test "$(node_exit "$1")" = 0 &&
 	grep -q "ERROR SUMMARY: 0 errors" "$TRASH/$1/valgrind.log" || {
 		cat "$TRASH/$1/valgrind.log" >&4
+		return 1
+	}
+}
+
+# node_start_ SECONDS NAME [ARGS…]  — runs node_command_ (the daemon, or a
+# wrapper and the daemon) for NAME in the background, and waits SECONDS at
+# most until it registered.
+node_start_ () {
+	wait_=$1
+	n_=$2
+	shift 2
+	rm -f "$TRASH/$n_/exit" "$TRASH/$n_/pid"
+	(
+		"${node_command_[@]}" --config "$TRASH/$n_/orchestrate.yaml" --etcd "$ETCD_URL" \
+			--local-version-file "$TRASH/$n_/current_version" -v "$@" \
+			>>"$TRASH/$n_/log" 2>&1 &
+		echo $! >"$TRASH/$n_/pid"
+		# the test body runs under set -e: a daemon killed by a signal
+		# must still leave its status
+		rc_=0
+		wait $! || rc_=$?
+		echo $rc_ >"$TRASH/$n_/exit"
+	) &
+	# at exit the shell that waits goes first, so that it does not
+	# write the status of the daemon killed after it into a trash
+	# being removed
+	test_register_pid $!
+	wait_for "test -s '$TRASH/$n_/pid'" 5 || return 1
+	test_register_pid "$(node_pid "$n_")"
+	wait_for "etcdctl_get /alive/$n_ | grep -q pid" "$wait_" || {
+		cat "$TRASH/$n_/log" >&2
 		return 1
 	}
 }

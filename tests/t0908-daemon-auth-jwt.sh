@@ -23,12 +23,9 @@ test_description='orchestrated: a JWT is renewed before it expires, never refuse
 . "$TEST_DIRECTORY/lib-daemon.sh"
 test_have_orchestrate
 test_have_orchestrated
-command -v openssl >/dev/null 2>&1 || skip_all "needs openssl for the token's keys"
-openssl genrsa -out "$TRASH/jwt.key" 2048 2>/dev/null &&
-openssl rsa -in "$TRASH/jwt.key" -pubout -out "$TRASH/jwt.pub" 2>/dev/null ||
-	skip_all "openssl could not make an RSA key"
 TTL=8
-ETCD_EXTRA_ARGS="--auth-token jwt,pub-key=$TRASH/jwt.pub,priv-key=$TRASH/jwt.key,sign-method=RS256,ttl=${TTL}s"
+test_have_jwt_keys $TTL
+ETCD_EXTRA_ARGS=$JWT_ETCD_ARGS
 start_etcd
 start_slow_proxy
 

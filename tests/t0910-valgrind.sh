@@ -85,8 +85,7 @@ test_expect_success 'groups: it claims the gate of its stage, watches g0, opens 
 '
 
 test_expect_success 'SIGTERM: exit 0, memcheck reports no error and no leak' '
-	stop_node n1 &&
-	valgrind_clean n1
+	stop_node_valgrind n1
 '
 
 test_expect_success '--once under valgrind: a full cycle, no error, no leak' '

@@ -20,10 +20,7 @@ test_description='orchestrated under valgrind with passwords: a lost token costs
 . "$TEST_DIRECTORY/lib-daemon.sh"
 test_have_orchestrated
 test_have_valgrind
-command -v openssl >/dev/null 2>&1 || skip_all "needs openssl for the JWT keys"
-openssl genrsa -out "$TRASH/jwt.key" 2048 2>/dev/null &&
-openssl rsa -in "$TRASH/jwt.key" -pubout -out "$TRASH/jwt.pub" 2>/dev/null ||
-	skip_all "openssl could not make an RSA key"
+test_have_jwt_keys 8
 
 # node_auth NAME KEEP  — NAME's config with etcd.token_keep KEEP and a 2 s
 # etcd.login_spread.
@@ -61,14 +58,13 @@ test_expect_success 'etcd restarts: s1 logs in at its moment, then runs v2' '
 '
 
 test_expect_success 'SIGTERM: s1 exits 0, memcheck reports no error and no leak' '
-	stop_node s1 &&
-	valgrind_clean s1
+	stop_node_valgrind s1
 '
 
 # The second etcd is a fresh one: etcdctl stops logging in as root until
 # auth_setup has made root there.
 unset ETCDCTL_USER
-ETCD_EXTRA_ARGS="--auth-token jwt,pub-key=$TRASH/jwt.pub,priv-key=$TRASH/jwt.key,sign-method=RS256,ttl=8s"
+ETCD_EXTRA_ARGS=$JWT_ETCD_ARGS
 start_etcd ej
 auth_setup j1 j1pw
 
@@ -91,8 +87,7 @@ test_expect_success 'a user added: j1 says its moment, then runs v2' '
 '
 
 test_expect_success 'SIGTERM: j1 exits 0, memcheck reports no error and no leak' '
-	stop_node j1 &&
-	valgrind_clean j1
+	stop_node_valgrind j1
 '
 
 stop_all_nodes

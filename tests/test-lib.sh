@@ -73,6 +73,17 @@ paths:
   state_dir: $TRASH/state
 EOF
 
+# wait_gone_ PID  — waits until PID is gone, 5 s at most, then kills it.
+wait_gone_ () {
+	i_=0
+	while kill -0 "$1" 2>/dev/null && test $i_ -lt 50; do
+		sleep 0.1
+		i_=$((i_ + 1))
+	done
+	kill -9 "$1" 2>/dev/null
+	return 0
+}
+
 test_cleanup_done=
 test_cleanup () {
 	test -n "$test_cleanup_done" && return
@@ -86,12 +97,7 @@ test_cleanup () {
 			kill "$pid" 2>/dev/null
 		done <"$ETCD_STATE/.pids"
 		while read -r pid; do
-			i=0
-			while kill -0 "$pid" 2>/dev/null && test $i -lt 50; do
-				sleep 0.1
-				i=$((i + 1))
-			done
-			kill -9 "$pid" 2>/dev/null
+			wait_gone_ "$pid"
 		done <"$ETCD_STATE/.pids"
 	fi
 	# every etcd this script started
@@ -100,12 +106,7 @@ test_cleanup () {
 		if test -f "$d/pid"; then
 			pid=$(cat "$d/pid")
 			kill "$pid" 2>/dev/null
-			i=0
-			while kill -0 "$pid" 2>/dev/null && test $i -lt 50; do
-				sleep 0.1
-				i=$((i + 1))
-			done
-			kill -9 "$pid" 2>/dev/null
+			wait_gone_ "$pid"
 		fi
 		test -f "$d/datadir" && rm -rf "$(cat "$d/datadir")"
 	done
@@ -423,12 +424,7 @@ stop_etcd () {
 	test -f "$d_/pid" || return 0
 	pid_=$(cat "$d_/pid")
 	kill "$pid_" 2>/dev/null || :
-	i_=0
-	while kill -0 "$pid_" 2>/dev/null && test $i_ -lt 50; do
-		sleep 0.1
-		i_=$((i_ + 1))
-	done
-	kill -9 "$pid_" 2>/dev/null || :
+	wait_gone_ "$pid_"
 	wait "$pid_" 2>/dev/null || :
 	rm -f "$d_/pid"
 	return 0

@@ -364,7 +364,12 @@ static int watch_connect(struct etcd_watch *w)
 	_cleanup_(buf_releasep) struct buf body = BUF_INIT;
 
 	/* The gateway reads one JSON object after another from the body and
-	 * creates each watch on the one gRPC stream behind this request. */
+	 * creates each watch on the one gRPC stream behind this request.  All
+	 * of them are in the body as it is sent: over HTTP/1.1, Go's server
+	 * may drop a request's body once the answer's headers are flushed
+	 * (net/http, ResponseWriter), so no watch can be added to a stream
+	 * that answered (and without TLS etcd's port gives every HTTP/2
+	 * request to gRPC, not to the gateway). */
 	for (size_t i = 0; i < w->n_ranges; i++) {
 		w->ranges[i].watch_id = -1;
 		if (add_create_request(&body, &w->ranges[i]) < 0)
@@ -803,8 +808,8 @@ int etcd_watch_ranges(struct etcd_client *c, const struct etcd_watch_range *rang
 		}
 		/* etcd 3.4.23's gateway sometimes creates only the first few
 		 * watches of a stream and never the rest (one stream in ten or
-		 * so with six ranges, plain curl too; probably the rest of the
-		 * body is dropped once the answer is flushed): a stream whose
+		 * so with six ranges, plain curl too; the rest of the body is
+		 * dropped once the answer is flushed, watch_connect): a stream whose
 		 * watches are not all created in time is opened again, and each
 		 * range resumes from its last revision. */
 		if (w->easy && w->n_created > 0 && w->n_created < w->n_ranges &&
