@@ -77,7 +77,7 @@ EOF
 # start_node NAME [ARGS…]  — starts orchestrated for NAME in the background and
 # waits until it registered (alive/NAME exists).
 start_node () {
-	node_command_=(orchestrated)
+	node_valgrind_=
 	node_start_ 15 "$@"
 }
 
@@ -109,9 +109,7 @@ test_have_valgrind () {
 # followed.  valgrind makes the daemon 20-50 times slower: the wait for its
 # registration is longer.
 start_node_valgrind () {
-	node_command_=(valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect
-		--error-exitcode=99 --track-fds=no --trace-children=no
-		--log-file="$TRASH/$1/valgrind.log" "$REPO_ROOT/bin/orchestrated")
+	node_valgrind_=1
 	node_start_ 40 "$@" || {
 		cat "$TRASH/$1/valgrind.log" >&2
 		return 1
@@ -129,18 +127,25 @@ stop_node_valgrind () {
 	}
 }
 
-# node_start_ SECONDS NAME [ARGS…]  — runs node_command_ (the daemon, or a
-# wrapper and the daemon) for NAME in the background, and waits SECONDS at
-# most until it registered.
+# node_start_ SECONDS NAME [ARGS…]  — runs the daemon for NAME (under valgrind
+# when node_valgrind_ is set) in the background, and waits SECONDS at most
+# until it registered.  POSIX sh: the command is built in "$@".
 node_start_ () {
 	wait_=$1
 	n_=$2
 	shift 2
+	set -- --config "$TRASH/$n_/orchestrate.yaml" --etcd "$ETCD_URL" \
+		--local-version-file "$TRASH/$n_/current_version" -v "$@"
+	if test -n "$node_valgrind_"; then
+		set -- valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect \
+			--error-exitcode=99 --track-fds=no --trace-children=no \
+			--log-file="$TRASH/$n_/valgrind.log" "$REPO_ROOT/bin/orchestrated" "$@"
+	else
+		set -- orchestrated "$@"
+	fi
 	rm -f "$TRASH/$n_/exit" "$TRASH/$n_/pid"
 	(
-		"${node_command_[@]}" --config "$TRASH/$n_/orchestrate.yaml" --etcd "$ETCD_URL" \
-			--local-version-file "$TRASH/$n_/current_version" -v "$@" \
-			>>"$TRASH/$n_/log" 2>&1 &
+		"$@" >>"$TRASH/$n_/log" 2>&1 &
 		echo $! >"$TRASH/$n_/pid"
 		# the test body runs under set -e: a daemon killed by a signal
 		# must still leave its status

@@ -75,10 +75,10 @@ EOF
 
 # wait_gone_ PID  — waits until PID is gone, 5 s at most, then kills it.
 wait_gone_ () {
-	i_=0
-	while kill -0 "$1" 2>/dev/null && test $i_ -lt 50; do
+	gone_i_=0
+	while kill -0 "$1" 2>/dev/null && test $gone_i_ -lt 50; do
 		sleep 0.1
-		i_=$((i_ + 1))
+		gone_i_=$((gone_i_ + 1))
 	done
 	kill -9 "$1" 2>/dev/null
 	return 0
