@@ -81,6 +81,13 @@ start_node () {
 	node_start_ 15 "$@"
 }
 
+# node_etcd_option NAME KEY VALUE  — sets etcd.KEY to VALUE in the config that
+# node_setup wrote for NAME.
+node_etcd_option () {
+	sed -i "s/^  timeout: 5\$/  timeout: 5\n  $2: $3/" "$TRASH/$1/orchestrate.yaml" &&
+	grep -qx "  $2: $3" "$TRASH/$1/orchestrate.yaml"
+}
+
 # test_have_jwt_keys TTL  — (at the top level) makes an RSA key pair in the
 # trash and sets JWT_ETCD_ARGS to the arguments of an etcd that issues JSON
 # Web Tokens living TTL seconds (to put in ETCD_EXTRA_ARGS before start_etcd);

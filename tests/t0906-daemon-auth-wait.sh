@@ -110,8 +110,7 @@ test_expect_success 'the daemon stops cleanly' '
 # trigger after a quiet spell finds it valid.  Here 1 s, under a TTL of 2.
 test_expect_success 'a kept token: a trigger after 3 TTLs of quiet needs no login' '
 	LEASE_TTL=6 node_setup s2 &&
-	sed -i "s/^  timeout: 5\$/  timeout: 5\n  token_keep: 1/" s2/orchestrate.yaml &&
-	grep -qx "  token_keep: 1" s2/orchestrate.yaml &&
+	node_etcd_option s2 token_keep 1 &&
 	( ETCD_URL=$PROXY_URL && start_node s2 $AUTH ) &&
 	wait_for "node_at s2 v4" 20 &&
 	sleep 1 &&

@@ -28,8 +28,7 @@ auth_setup s1 s1pw
 # with etcd.login_spread SECONDS, at v1.
 node_with_spread () {
 	node_setup "$1" &&
-	sed -i "s/^  timeout: 5\$/  timeout: 5\\n  login_spread: $2/" "$TRASH/$1/orchestrate.yaml" &&
-	grep -q "login_spread: $2" "$TRASH/$1/orchestrate.yaml" &&
+	node_etcd_option "$1" login_spread "$2" &&
 	( ETCD_URL=$PROXY_URL && start_node "$1" $AUTH ) &&
 	wait_for "node_at $1 v1" 20 &&
 	etcdctl_lease_of "/alive/$1" >"$1.lease" &&

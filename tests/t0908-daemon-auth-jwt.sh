@@ -52,8 +52,7 @@ refused () {
 # node_keeping NAME SECONDS  — NAME's config with etcd.token_keep SECONDS.
 node_keeping () {
 	node_setup "$1" &&
-	sed -i "s/^  timeout: 5\$/  timeout: 5\\n  token_keep: $2/" "$TRASH/$1/orchestrate.yaml" &&
-	grep -q "token_keep: $2" "$TRASH/$1/orchestrate.yaml"
+	node_etcd_option "$1" token_keep "$2"
 }
 
 test_expect_success 'setup: user zz too; k1 (through the proxy, keep 6 s) and z0 (keep 0) at v1' '
@@ -61,8 +60,7 @@ test_expect_success 'setup: user zz too; k1 (through the proxy, keep 6 s) and z0
 	etcdctl_ user grant-role zz rw >/dev/null &&
 	printf "zzpw\n" >"$TRASH/zz.pw" && chmod 600 "$TRASH/zz.pw" &&
 	node_keeping k1 6 &&
-	sed -i "s/^  token_keep: 6\$/  token_keep: 6\n  login_spread: 4/" "$TRASH/k1/orchestrate.yaml" &&
-	grep -q "login_spread: 4" "$TRASH/k1/orchestrate.yaml" &&
+	node_etcd_option k1 login_spread 4 &&
 	( ETCD_URL=$PROXY_URL && start_node k1 $KK_AUTH ) &&
 	node_keeping z0 0 &&
 	start_node z0 --user zz --password-file "$TRASH/zz.pw" &&

@@ -26,9 +26,8 @@ test_have_jwt_keys 8
 # etcd.login_spread.
 node_auth () {
 	node_setup "$1" &&
-	sed -i "s/^  timeout: 5\$/  timeout: 5\\n  token_keep: $2\\n  login_spread: 2/" \
-		"$TRASH/$1/orchestrate.yaml" &&
-	grep -q "login_spread: 2" "$TRASH/$1/orchestrate.yaml"
+	node_etcd_option "$1" token_keep "$2" &&
+	node_etcd_option "$1" login_spread 2
 }
 
 # said NAME  — how many times NAME said when it logs in again after a refusal.
