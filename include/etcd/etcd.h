@@ -468,6 +468,11 @@ int64_t etcd_watch_range_revision(const struct etcd_watch *w, size_t i);
 uint64_t etcd_client_reconnects(const struct etcd_client *c);
 /* How many events its watches delivered (for metrics and tests). */
 uint64_t etcd_client_events(const struct etcd_client *c);
+/* How many answers etcd gave as a member over a second behind applying what
+ * it committed ("waiting for the applied index took too long": etcd 3.4
+ * renews no lease then).  Such an answer says that etcd is there and busy,
+ * where a request unanswered says nothing. */
+uint64_t etcd_client_backlog_answers(const struct etcd_client *c);
 
 /* --- decoding (exposed for unit tests and fuzzing) ------------------------ */
 

@@ -38,6 +38,10 @@ int fleet_lease_revoke_start(struct fleet *f, int64_t id, long patience_ms, flee
 /* Whether error, a write's that just ended, is etcd refusing a lease it no
  * longer knows: the write carried a lease that is gone. */
 bool fleet_lease_refused(const struct fleet *f, int error);
+/* How many times etcd answered this client as a member over a second behind
+ * applying writes, refusing renewals so (etcd_client_backlog_answers()):
+ * a lease lost after such an answer was lost to a busy etcd, not to one gone. */
+uint64_t fleet_lease_backlog_answers(const struct fleet *f);
 /* Stops a call that has not called back yet (NULL: nothing); fn never runs. */
 void fleet_call_cancel(struct etcd_call *call);
 

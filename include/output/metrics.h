@@ -36,6 +36,7 @@ struct metrics {
 	uint64_t etcd_reconnects;
 	uint64_t watch_events;
 	uint64_t lease_regrants;
+	long lease_ttl;			/* seconds, as granted; 0: no lease yet */
 	uint64_t slot_queue_reads;
 	uint64_t slot_queue_scans;	/* ...that read the whole queue */
 	uint64_t etcd_strains;		/* signs etcd was behind (node_pace.c) */

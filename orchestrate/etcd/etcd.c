@@ -72,6 +72,7 @@ const char *etcd_current_endpoint(const struct etcd_client *c)
 
 uint64_t etcd_client_reconnects(const struct etcd_client *c) { return c->reconnects; }
 uint64_t etcd_client_events(const struct etcd_client *c) { return c->events; }
+uint64_t etcd_client_backlog_answers(const struct etcd_client *c) { return c->backlog_answers; }
 
 /* --- endpoints --------------------------------------------------------------- */
 
@@ -413,6 +414,8 @@ int etcd_map_grpc_error(struct etcd_client *c, const char *endpoint, long grpc_c
 			const char *message, bool *ret_retry_elsewhere, bool *ret_reauth)
 {
 	etcd_set_error(c, "etcd '%s': %s", endpoint, message ? message : "(no message)");
+	if (message && strstr(message, "waiting for the applied index"))
+		c->backlog_answers++;
 	return etcd_grpc_errno(grpc_code, message, c->user != NULL, ret_retry_elsewhere,
 			       ret_reauth);
 }

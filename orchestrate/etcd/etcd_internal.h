@@ -44,6 +44,7 @@ struct etcd_client {
 	uint64_t requests;		/* counted, for debugging */
 	uint64_t reconnects;
 	uint64_t events;		/* delivered by its watches */
+	uint64_t backlog_answers;	/* etcd_client_backlog_answers() */
 	int64_t revision;		/* etcd_client_revision() */
 	/* etcd_txn_replaced(): what the last write txn's put that asked for it
 	 * replaced (empty: nothing), and that txn's revision (0: none yet) */

@@ -18,6 +18,11 @@ bool fleet_lease_refused(const struct fleet *f, int error)
 	return etcd_lease_was_gone(f->etcd, error);
 }
 
+uint64_t fleet_lease_backlog_answers(const struct fleet *f)
+{
+	return f->etcd ? etcd_client_backlog_answers(f->etcd) : 0;
+}
+
 int fleet_lease_revoke(struct fleet *f, int64_t id)
 {
 	return etcd_lease_revoke(f->etcd, id);

@@ -237,6 +237,7 @@ static void node_write_metrics(struct node *n)
 		.etcd_reconnects = fleet_client_reconnects(&n->fleet),
 		.watch_events = fleet_client_events(&n->fleet),
 		.lease_regrants = n->lease.regrants,
+		.lease_ttl = n->lease.id ? n->lease.ttl : 0,
 		.slot_queue_reads = n->queue.reads,
 		.slot_queue_scans = n->queue.scans,
 		.etcd_strains = n->pace_strains,
@@ -789,6 +790,7 @@ int node_reload(struct node *n)
 	}
 	old = n->opt.config;
 	regroup = !streq_ptr(old->group, fresh.config->group);
+	bool new_ttl = old->lease_ttl != fresh.config->lease_ttl;
 	rewatch = rewatch || node_watch_set_changed(old, fresh.config);
 	n->opt.config = TAKE_PTR(fresh.config);
 	config_free(old);
@@ -801,6 +803,8 @@ int node_reload(struct node *n)
 	log_info("configuration reloaded from '%s'", or_none(n->opt.config->path));
 	if (regroup)
 		node_lease_regroup(n);
+	if (new_ttl)
+		node_lease_ttl_set(n);
 	if (n->catalog.published)
 		(void)node_publish_services(n, n->catalog.services_healthy, false);
 	/* A new set of watched ranges: read it whole on a new stream. */

@@ -95,6 +95,10 @@ struct node_lease {
 	bool gone;			/* etcd said so; the grant is not answered yet */
 	int64_t asking;			/* the id the grant under way asks for */
 	unsigned asks;			/* ...and how many times it was sent */
+	/* Leases lost to a busy etcd: each doubles the TTL a new lease asks
+	 * for (node_lease_ttl_asked), up to NODE_LEASE_DOUBLINGS_MAX. */
+	unsigned doublings;
+	uint64_t backlog_seen;		/* fleet_lease_backlog_answers() at the last answer */
 };
 
 /* node_sync.c: the fleet model and its stream */
@@ -418,6 +422,9 @@ int node_register_begin(struct node *n, node_write_fn done);
 void node_keepalive_stop(struct node *n);
 /* Sends a keepalive now on the node's current client (after a reconnect). */
 void node_keepalive_restart(struct node *n);
+/* A reload changed timing.lease_ttl: the next lease asks for it as it is,
+ * however many leases a busy etcd took before (the operator chose). */
+void node_lease_ttl_set(struct node *n);
 /* A reload changed the node's group: registers it again (alive/ and
  * groups/), without blocking; a reload before the answer sends it again. */
 void node_lease_regroup(struct node *n);

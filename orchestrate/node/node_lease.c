@@ -36,6 +36,43 @@
 
 static int node_on_keepalive(sd_event_source *s, uint64_t usec, void *userdata);
 
+/*
+ * A lease lost to a busy etcd asks for one twice as long.  etcd 3.4 renews
+ * no lease while it is more than a second behind applying what it
+ * committed, and refuses each renewal so ("waiting for the applied index
+ * took too long"); a trigger's writes on an etcd short of CPU keep it that
+ * far behind for longer than a 30 s lease has left, and the whole fleet
+ * loses its leases together: every host's keys deleted (its catalog entries
+ * with them, on every consumer), then a grant and all its keys again, the
+ * load that keeps etcd behind (measured at 1,000 hosts on a tenth of a
+ * core: 1.64 leases lost per host over two triggers at 30 s, 0.02 at 60 s;
+ * README, "A busy fleet").  So when the lease went while etcd was there and
+ * saying it was behind, the next lease asks for twice the TTL, at most four
+ * times timing.lease_ttl, and is renewed a third as often as before.  A
+ * lease lost while etcd was gone or silent (stopped, partitioned) is what
+ * the TTL is for: it changes nothing.  The price is the one the log says: a
+ * dead host is noticed that much later, until orchestrated restarts.
+ */
+#define NODE_LEASE_DOUBLINGS_MAX 2
+
+static long node_lease_ttl_asked(const struct node *n)
+{
+	return n->opt.config->lease_ttl << n->lease.doublings;
+}
+
+void node_lease_ttl_set(struct node *n)
+{
+	if (n->lease.doublings)
+		log_info("reload: a new timing.lease_ttl, asked for as it is by the next lease");
+	n->lease.doublings = 0;
+}
+
+/* etcd answered: what it said of its backlog so far is known. */
+static void node_lease_answered(struct node *n)
+{
+	n->lease.backlog_seen = fleet_lease_backlog_answers(&n->fleet);
+}
+
 static uint64_t node_keepalive_interval(struct node *n)
 {
 	uint64_t usec = sec_to_usec((double)n->lease.ttl / 3.0);
@@ -215,6 +252,7 @@ static void node_on_first_grant(int error, int64_t lease, void *userdata)
 	n->lease.id = lease;
 	n->lease.ttl = n->once ? cfg->once_ttl : cfg->lease_ttl;
 	n->lease.refreshed = n->lease.keepalive_sent;
+	node_lease_answered(n);
 	/* Kept alive from now on, while its keys are being put: a slow etcd
 	 * may take longer than the TTL over them.  Its keys' write is in
 	 * flight (reregistering): a renewal that finds the lease gone only
@@ -351,8 +389,9 @@ static void node_on_grant(int error, int64_t lease, void *userdata)
 	}
 	n->lease.gone = false;
 	n->lease.id = lease;
-	n->lease.ttl = n->opt.config->lease_ttl;
+	n->lease.ttl = node_lease_ttl_asked(n);
 	n->lease.refreshed = n->lease.keepalive_sent;
+	node_lease_answered(n);
 	n->lease.keys_lost = true;
 	n->lease.expired = false;
 	n->lease.regrants++;
@@ -383,6 +422,18 @@ static void node_lease_lost(struct node *n)
 	uint64_t spread = node_keepalive_interval(n);
 	uint64_t delay = random_between(0, n->pace.window > spread ? n->pace.window : spread);
 
+	if (!n->once && fleet_lease_backlog_answers(&n->fleet) > n->lease.backlog_seen &&
+	    n->lease.doublings < NODE_LEASE_DOUBLINGS_MAX) {
+		n->lease.doublings++;
+		log_warnx("lease %llx went while etcd refused its renewals for being over a "
+			  "second behind applying writes: the next lease asks for %ld s, %u times "
+			  "timing.lease_ttl, until orchestrated restarts or timing.lease_ttl "
+			  "changes (a dead host is noticed "
+			  "that much later; a longer timing.lease_ttl or a timing.splay keeps "
+			  "leases on this etcd, see orchestrate.conf(5))",
+			  (unsigned long long)n->lease.id, node_lease_ttl_asked(n),
+			  1u << n->lease.doublings);
+	}
 	log_warnx("lease %llx is gone, granting a new one and registering again in %.1f s",
 		  (unsigned long long)n->lease.id, (double)delay / (double)USEC_PER_SEC);
 	n->lease.gone = true;
@@ -411,7 +462,7 @@ static void node_lease_regrant(struct node *n)
 		return;
 	}
 	n->lease.keepalive_sent = node_now(n);
-	r = fleet_lease_grant_start(&n->fleet, n->opt.config->lease_ttl, node_lease_ask(n),
+	r = fleet_lease_grant_start(&n->fleet, node_lease_ttl_asked(n), node_lease_ask(n),
 				    NODE_ETCD_PATIENCE_MS, node_on_grant, n, &n->lease.keepalive_call);
 	if (r < 0) {
 		log_warnx("cannot grant a lease: %s", strerror(-r));
@@ -441,6 +492,7 @@ static void node_on_keepalive_reply(int error, int64_t ttl, void *userdata)
 	n->lease.ttl = (long)ttl;
 	n->lease.refreshed = n->lease.keepalive_sent;
 	n->lease.keepalive_failures = 0;
+	node_lease_answered(n);
 	/* the next one an interval after this one left, however long it took */
 	due = n->lease.keepalive_sent + node_keepalive_interval(n);
 	node_renewal_arm(n, due > now ? due - now : 0);

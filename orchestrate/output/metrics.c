@@ -104,6 +104,9 @@ int metrics_render(const struct metrics *m, struct buf *out)
 			"Times the node's lease was lost and granted again.")) < 0 ||
 	    (r = buf_printf(out, "orchestrate_lease_regrants_total %llu\n",
 			    (unsigned long long)m->lease_regrants)) < 0 ||
+	    (r = metrics_family(out, "orchestrate_lease_ttl_seconds", "gauge",
+			"TTL of the node's lease as etcd granted it: timing.lease_ttl, or up to four times it after leases lost to a busy etcd.")) < 0 ||
+	    (r = buf_printf(out, "orchestrate_lease_ttl_seconds %ld\n", m->lease_ttl)) < 0 ||
 	    (r = metrics_family(out, "orchestrate_slot_queue_reads_total", "counter",
 			"Reads of the node's place in a rollout's slot queue.")) < 0 ||
 	    (r = buf_printf(out, "orchestrate_slot_queue_reads_total %llu\n",
