@@ -46,12 +46,13 @@ static int node_on_keepalive(sd_event_source *s, uint64_t usec, void *userdata);
  * with them, on every consumer), then a grant and all its keys again, the
  * load that keeps etcd behind (measured at 1,000 hosts on a tenth of a
  * core: 1.64 leases lost per host over two triggers at 30 s, 0.02 at 60 s;
- * README, "A busy fleet").  So when the lease went while etcd was there and
- * saying it was behind, the next lease asks for twice the TTL, at most four
- * times timing.lease_ttl, and is renewed a third as often as before.  A
- * lease lost while etcd was gone or silent (stopped, partitioned) is what
+ * README, "No splay on a slow etcd").  So when the lease went while etcd
+ * was there and saying it was behind, the next lease asks for twice the
+ * TTL, at most four times timing.lease_ttl, and is renewed half as often.
+ * A lease lost while etcd was gone or silent (stopped, partitioned) is what
  * the TTL is for: it changes nothing.  The price is the one the log says: a
- * dead host is noticed that much later, until orchestrated restarts.
+ * dead host is noticed that much later, until orchestrated restarts or a
+ * reload changes timing.lease_ttl (node_lease_ttl_set).
  */
 #define NODE_LEASE_DOUBLINGS_MAX 2
 
