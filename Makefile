@@ -137,7 +137,8 @@ DAEMON_OBJS = \
 	orchestrate/hook/hook.o
 
 # Drivers that a shell test runs against the etcd it started (not by prove).
-ETCD_DRIVERS = tests/unit/test_etcd_settle tests/unit/test_etcd_snapshot
+ETCD_DRIVERS = tests/unit/test_etcd_settle tests/unit/test_etcd_snapshot \
+	tests/unit/test_etcd_watch_create
 
 # Every other tests/unit/test_*.c is a unit test that prove runs: a new one
 # needs no line here.
