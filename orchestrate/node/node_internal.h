@@ -99,6 +99,8 @@ struct node_lease {
 	 * for (node_lease_ttl_asked), up to NODE_LEASE_DOUBLINGS_MAX. */
 	unsigned doublings;
 	uint64_t backlog_seen;		/* fleet_lease_backlog_answers() at the last answer */
+	uint64_t backlog_sent;		/* ...when the keepalive in flight went */
+	unsigned late_refusals;		/* past the lease's time, in a row */
 };
 
 /* node_sync.c: the fleet model and its stream */
