@@ -276,6 +276,13 @@ start_slow_proxy () {
 	PROXY_URL="http://127.0.0.1:$(cat "$TRASH/proxy.port")"
 }
 
+# proxy_count T PATTERN  — how many lines of the slow proxy's log after time
+# T (seconds since the epoch, as date +%s.%N prints it; 0: all) match
+# PATTERN (grep).
+proxy_count () {
+	awk -v t="$1" '$1 > t' "$TRASH/proxy.log" | grep -c -- "$2" || :
+}
+
 # start_node_through_proxy NODE TTL  — NODE, with a lease of TTL seconds, at
 # v1 through the slow proxy (start_slow_proxy first); its lease saved in
 # lease.before, and back once its first renewal passed the proxy.

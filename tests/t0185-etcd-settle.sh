@@ -10,18 +10,6 @@ test_description='a resent txn is written once'
 . "$(dirname "$0")/test-lib.sh"
 start_etcd
 
-DRIVER=$REPO_ROOT/tests/unit/test_etcd_settle
-
-test_expect_success 'the settle driver passes against a real etcd' '
-	test -x "$DRIVER" &&
-	ORCHESTRATE_TEST_ETCD=$ETCD_URL "$DRIVER" >out 2>&1 ||
-	{ cat out; false; }
-'
-
-test_expect_success 'every case ran and none failed' '
-	cat out &&
-	! grep "^not ok" out &&
-	test "$(grep -c "^ok" out)" -ge 40
-'
+test_etcd_driver test_etcd_settle settle 40
 
 test_done

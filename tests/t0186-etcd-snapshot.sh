@@ -9,18 +9,6 @@ test_description='a snapshot read of many pages is one revision'
 . "$(dirname "$0")/test-lib.sh"
 start_etcd
 
-DRIVER=$REPO_ROOT/tests/unit/test_etcd_snapshot
-
-test_expect_success 'the snapshot driver passes against a real etcd' '
-	test -x "$DRIVER" &&
-	ORCHESTRATE_TEST_ETCD=$ETCD_URL "$DRIVER" >out 2>&1 ||
-	{ cat out; false; }
-'
-
-test_expect_success 'every case ran and none failed' '
-	cat out &&
-	! grep "^not ok" out &&
-	test "$(grep -c "^ok" out)" -ge 45
-'
+test_etcd_driver test_etcd_snapshot snapshot 45
 
 test_done

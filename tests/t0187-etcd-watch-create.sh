@@ -12,18 +12,6 @@ test_description='a watch stream creates all its watches at once'
 . "$(dirname "$0")/test-lib.sh"
 start_etcd
 
-DRIVER=$REPO_ROOT/tests/unit/test_etcd_watch_create
-
-test_expect_success 'the watch-create driver passes against a real etcd' '
-	test -x "$DRIVER" &&
-	ORCHESTRATE_TEST_ETCD=$ETCD_URL "$DRIVER" >out 2>&1 ||
-	{ cat out; false; }
-'
-
-test_expect_success 'every case ran and none failed' '
-	cat out &&
-	! grep "^not ok" out &&
-	test "$(grep -c "^ok" out)" = 3
-'
+test_etcd_driver test_etcd_watch_create watch-create 3
 
 test_done

@@ -18,12 +18,6 @@ test_have_orchestrated
 start_etcd
 start_slow_proxy
 
-# count_since WHAT T  — proxy log lines after T whose second field is WHAT
-# (a path, "renewal", "refused").
-count_since () {
-	awk -v p="$1" -v a="$2" '$2 == p && $1 > a' proxy.log | wc -l | tr -d ' '
-}
-
 test_expect_success 'setup: a node renewing every 10 s through the proxy' '
 	start_node_through_proxy s1 30
 '
@@ -53,8 +47,8 @@ test_expect_success 'renewals refused, one on a new stream: each an answer, none
 
 test_expect_success 'then the renewals ride one stream again, and the lease was never lost' '
 	t=$(tail -n 1 refused.at) &&
-	wait_for "test \$(count_since renewal $t) -ge 2" 40 &&
-	streams=$(count_since /v3/lease/keepalive "$t") &&
+	wait_for "test \$(proxy_count $t \" renewal\$\") -ge 2" 40 &&
+	streams=$(proxy_count "$t" " /v3/lease/keepalive\$") &&
 	echo "streams opened for the next two renewals: $streams" &&
 	test "$streams" = 1 &&
 	test "$(etcdctl_lease_of /alive/s1)" = "$(cat lease.before)" &&

@@ -20,11 +20,6 @@ test_have_orchestrated
 start_etcd
 start_slow_proxy
 
-# count_since WHAT T  — proxy log lines after T that say WHAT.
-count_since () {
-	awk -v a="$2" '$1 > a' proxy.log | grep -c -- "$1" || true
-}
-
 lost_leases () {
 	grep -c "is gone, granting a new one" "$1/log" || true
 }
@@ -44,7 +39,7 @@ test_expect_success 'refused for 40 s: a few tries past the lease'"'"'s time, no
 	echo once >lose &&
 	sleep 40 &&
 	rm -f refuse lose &&
-	refused=$(count_since "refused a renewal" "$t0") &&
+	refused=$(proxy_count "$t0" " refused a renewal\$") &&
 	echo "renewals refused in 40 s: $refused" &&
 	test "$refused" -ge 4 &&
 	test "$refused" -le 12
@@ -65,7 +60,7 @@ test_expect_success 'every request dropped for 30 s: tried once an interval all 
 	touch drop &&
 	sleep 30 &&
 	rm -f drop &&
-	dropped=$(count_since "dropped a request" "$t0") &&
+	dropped=$(proxy_count "$t0" " dropped a request\$") &&
 	echo "requests dropped in 30 s: $dropped" &&
 	test "$dropped" -ge 8 &&
 	wait_for "test \$(lost_leases s1) -ge 2" 30 &&

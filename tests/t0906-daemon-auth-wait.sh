@@ -26,11 +26,6 @@ start_slow_proxy
 
 auth_setup s1 s1pw
 
-# since T PATTERN  — lines of the proxy log at or after time T matching PATTERN.
-since () {
-	awk -v t="$1" '$1 >= t' "$TRASH/proxy.log" | grep -c -- "$2" || :
-}
-
 # token_unused_for S  — true once no request that carries the token (all but
 # lease renewals) went through the proxy for S seconds.  A fixed sleep is not
 # enough: a watch stream whose creations the gateway partly dropped is opened
@@ -55,11 +50,11 @@ test_expect_success 'a held authentication: the lease is renewed meanwhile, one 
 	wait_for "grep -q \"held an authentication\" \"$TRASH/proxy.log\"" 10 &&
 	t0=$(date +%s.%N) &&
 	sleep 5 &&
-	renewed=$(since "$t0" " renewal$") &&
+	renewed=$(proxy_count "$t0" " renewal$") &&
 	rm -f "$TRASH/hold" &&
 	wait_for "node_at s1 v2" 20 &&
-	held=$(since 0 "held an authentication") &&
-	logins=$(since "$t0" "/v3/auth/authenticate") &&
+	held=$(proxy_count 0 "held an authentication") &&
+	logins=$(proxy_count "$t0" "/v3/auth/authenticate") &&
 	echo "renewals while held: $renewed; authentications held: $held, sent on: $logins" &&
 	test "$renewed" -ge 2 &&
 	test "$held" = 1 &&
@@ -79,7 +74,7 @@ test_expect_success 'a refused password: told in the log, asked again only after
 	t0=$(date +%s.%N) &&
 	etcdctl_put /current_version v3 &&
 	sleep 8 &&
-	logins=$(since "$t0" "/v3/auth/authenticate") &&
+	logins=$(proxy_count "$t0" "/v3/auth/authenticate") &&
 	echo "authentications in 8 s: $logins" &&
 	test "$logins" -ge 1 &&
 	test "$logins" -le 10 &&
@@ -128,10 +123,10 @@ test_expect_success 'a kept token: a trigger after 3 TTLs of quiet needs no logi
 	sleep 1 &&
 	t0=$(date +%s.%N) &&
 	sleep 6 &&
-	reads=$(since "$t0" "/v3/kv/range") &&
+	reads=$(proxy_count "$t0" "/v3/kv/range") &&
 	etcdctl_put /current_version v5 &&
 	wait_for "node_at s2 v5" 20 &&
-	logins=$(since "$t0" "/v3/auth/authenticate") &&
+	logins=$(proxy_count "$t0" "/v3/auth/authenticate") &&
 	echo "reads in 6 s of quiet: $reads, logins from then to v5: $logins" &&
 	test "$logins" = 0 &&
 	test "$reads" -ge 4 &&

@@ -536,6 +536,23 @@ print(d["ttl"], d["granted-ttl"])
 '
 }
 
+# test_etcd_driver NAME WHAT MIN  — runs tests/unit/NAME, a C driver of
+# cases against a real etcd, against this script's (ORCHESTRATE_TEST_ETCD),
+# as two tests: it passes (its output shown when not), and at least MIN of
+# its cases ran, none failed.
+test_etcd_driver () {
+	test_expect_success "the $2 driver passes against a real etcd" "
+		test -x \"\$REPO_ROOT/tests/unit/$1\" &&
+		ORCHESTRATE_TEST_ETCD=\$ETCD_URL \"\$REPO_ROOT/tests/unit/$1\" >out 2>&1 ||
+		{ cat out; false; }
+	"
+	test_expect_success 'every case ran and none failed' "
+		cat out &&
+		! grep \"^not ok\" out &&
+		test \"\$(grep -c \"^ok\" out)\" -ge $3
+	"
+}
+
 # A URL on which nothing listens.
 dead_url () {
 	echo "http://127.0.0.1:$(free_port)"
