@@ -371,9 +371,9 @@ static int watch_connect(struct etcd_watch *w)
 	 * 100-continue" (it cannot tell then where that body ends): without it
 	 * a stream whose answer came before its body was read carried only
 	 * its first watches (11 to 17 of 200 streams of 20 ranges here, and
-	 * 7 of 400 sent by curl's command line; with it, 0 of 2,000: t0187).  So the request asks for 100
-	 * Continue, as the keepalive stream does (etcd_keepalive.c), and every
-	 * create is in the body as it is sent.  Without TLS etcd's port gives
+	 * 7 of 400 sent by curl's command line; with it, 0 of 2,000: t0187).
+	 * So the request asks for 100 Continue, as the keepalive stream does
+	 * (etcd_keepalive.c), and every create is in the body as it is sent.  Without TLS etcd's port gives
 	 * every HTTP/2 request to gRPC, not to the gateway. */
 	for (size_t i = 0; i < w->n_ranges; i++) {
 		w->ranges[i].watch_id = -1;

@@ -339,17 +339,16 @@ static uint64_t node_keepalive_retry(struct node *n)
 	uint64_t interval = node_keepalive_interval(n);
 	bool refused_for_backlog = fleet_lease_backlog_answers(&n->fleet) > n->lease.backlog_sent;
 
+	unsigned late = 0;
+
 	n->lease.keepalive_failures++;
-	if (expiry > now || !refused_for_backlog) {
+	if (expiry <= now && refused_for_backlog)
+		late = n->lease.late_refusals++;	/* see above */
+	else
 		n->lease.late_refusals = 0;
-		return backoff_before(expiry > now ? expiry - now : 0, USEC_PER_SEC, interval);
-	}
-	/* Past its time, refused for etcd's backlog again: see above. */
-	unsigned doublings = n->lease.late_refusals < NODE_LEASE_LATE_DOUBLINGS ?
-				     n->lease.late_refusals : NODE_LEASE_LATE_DOUBLINGS;
-	n->lease.late_refusals++;
-	uint64_t window = interval << doublings;
-	return random_between(window / 2, window);
+	if (late > NODE_LEASE_LATE_DOUBLINGS)
+		late = NODE_LEASE_LATE_DOUBLINGS;
+	return backoff_before(expiry > now ? expiry - now : 0, USEC_PER_SEC, interval << late);
 }
 
 /* After a failed grant or registration the lease is gone and no deadline is
