@@ -37,6 +37,7 @@ enum {
 	MODEL_PAUSE = 1 << 1,
 	MODEL_ROLLOUT = 1 << 2,
 	MODEL_CATALOG = 1 << 3,
+	MODEL_SELF_GONE = 1 << 4,	/* this host's alive/ key was deleted */
 };
 
 /* One rollout/holders/HOST key. */
@@ -57,6 +58,7 @@ struct fleet_model {
 	char *k_version, *k_pause_dir, *k_rollout_dir, *k_policy, *k_holders_dir;
 	char *k_failed_dir, *k_canary_dir, *k_halted, *k_promoted, *k_stages_dir;
 	char *k_services_dir;
+	char *k_alive;			/* this host's own alive/HOST */
 	char **k_service_dirs;		/* one per consumed service, NULL-terminated */
 	char *k_holders_end, *k_rollout_end;	/* the ends of those prefixes */
 	/* Set by the daemon after fleet_model_init(): the node follows the slot
@@ -126,8 +128,8 @@ int fleet_model_read_start(struct fleet *f, struct fleet_model *m, long patience
 			   fleet_model_read_fn fn, void *userdata, struct etcd_call **ret);
 
 /* The ranges to watch from m->revision + 1: current_version, pause/, rollout/
- * (two ranges around holders/ when queue_apart) and the catalog (whole or
- * per consumed service), in that order: the catalog's are those from
+ * (two ranges around holders/ when queue_apart), this host's alive/ key and
+ * the catalog (whole or per consumed service), in that order: the catalog's are those from
  * fleet_model_catalog_range() on.  *ret points into m (valid until m
  * changes or is released); free only the array. */
 int fleet_model_ranges(const struct fleet_model *m, struct etcd_watch_range **ret,

@@ -137,7 +137,8 @@ static int model_fill(struct fleet_model *m, const char *P, const char *host, co
 	m->k_halted = key_rollout_halted(P);
 	m->k_promoted = key_rollout_promoted(P);
 	m->k_stages_dir = key_rollout_stages_dir(P);
-	if (!m->k_failed_dir || !m->k_canary_dir || !m->k_halted || !m->k_promoted ||
+	m->k_alive = key_alive(P, host);
+	if (!m->k_alive || !m->k_failed_dir || !m->k_canary_dir || !m->k_halted || !m->k_promoted ||
 	    !m->k_stages_dir)
 		return -ENOMEM;
 	if (!m->prefix || !m->host || (group && !m->group) || !m->k_version || !m->k_pause_dir || !m->k_policy ||
@@ -219,6 +220,7 @@ void fleet_model_release(struct fleet_model *m)
 	free(m->k_holders_end);
 	free(m->k_rollout_end);
 	free(m->k_services_dir);
+	free(m->k_alive);
 	free(m->desired);
 	etcd_kv_list_release(&m->pauses);
 	rollout_policy_release(&m->policy);
@@ -436,6 +438,12 @@ static int apply_one(struct fleet_model *m, const struct etcd_kv *kv, bool delet
 	} else if (has_prefix(kv, m->k_stages_dir)) {
 		r = kv_list_apply(&m->stages, kv, deleted);
 		*changed |= MODEL_ROLLOUT;
+	} else if (is_key(kv, m->k_alive)) {
+		/* Only its delete matters: the node's own lease went (etcd
+		 * revoked it and deleted its keys), or somebody deleted the
+		 * key.  Its puts are the node's own registrations. */
+		if (deleted)
+			*changed |= MODEL_SELF_GONE;
 	} else if (catalog_wanted(m, kv)) {
 		r = catalog_apply_kv(&m->catalog, m->k_services_dir, kv, deleted);
 		*changed |= MODEL_CATALOG;
@@ -620,7 +628,7 @@ int fleet_model_read_start(struct fleet *f, struct fleet_model *m, long patience
 
 int fleet_model_ranges(const struct fleet_model *m, struct etcd_watch_range **ret, size_t *ret_n)
 {
-	size_t n = 4, k = 0;
+	size_t n = 5, k = 0;
 	int64_t from = m->revision + 1;
 
 	for (size_t i = 0; m->consumed && m->consumed[i]; i++)
@@ -646,6 +654,14 @@ int fleet_model_ranges(const struct fleet_model *m, struct etcd_watch_range **re
 	} else
 		v[k++] = (struct etcd_watch_range){ .key = m->k_rollout_dir, .prefix = true,
 						    .start_revision = from };
+	/* This host's own alive/ key, on the same stream: its delete says
+	 * that etcd revoked the node's lease (node_lease_key_deleted), which
+	 * a node whose renewals went unanswered would learn only at its next
+	 * try.  Its deletes only: the node puts it at every version (its
+	 * value names the local one), and each would be an event to itself.
+	 * Before the catalog, whose ranges come last. */
+	v[k++] = (struct etcd_watch_range){ .key = m->k_alive, .start_revision = from,
+					    .flags = ETCD_WATCH_NO_PUT };
 	if (!m->consumed)
 		v[k++] = (struct etcd_watch_range){ .key = m->k_services_dir, .prefix = true,
 						    .start_revision = from };
@@ -659,7 +675,7 @@ int fleet_model_ranges(const struct fleet_model *m, struct etcd_watch_range **re
 
 size_t fleet_model_catalog_range(const struct fleet_model *m)
 {
-	return m->queue_apart ? 4 : 3;
+	return m->queue_apart ? 5 : 4;
 }
 
 /* --- questions ------------------------------------------------------------------------ */

@@ -438,6 +438,11 @@ void node_lease_regroup(struct node *n);
  * each a proposal before it refuses it.
  */
 void node_lease_refused(struct node *n, int64_t lease);
+/* etcd deleted this host's alive key (the stream's MODEL_SELF_GONE): past
+ * the lease's time, the lease is taken as lost now, unless etcd refused a
+ * renewal for its backlog since the last it answered; within it, a renewal
+ * asks. */
+void node_lease_key_deleted(struct node *n);
 /* The lease is known gone and its successor not granted yet, or its keys
  * not all put again under it: a write now would carry the dead lease, or
  * overtake the keys (the holder among them), so the node decides nothing

@@ -98,6 +98,8 @@ static int node_on_stream_events(const struct etcd_event *ev, size_t count, int6
 	}
 	/* Whatever refused a start has arrived, or is on its way: decide again. */
 	node_run_model_moved(n);
+	if (changed & MODEL_SELF_GONE)
+		node_lease_key_deleted(n);
 	if (changed & MODEL_CATALOG)
 		node_catalog_changed(n);
 	if (changed)

@@ -469,8 +469,11 @@ static void test_queue_apart(void)
 	ok(fleet_model_init(&m, "/p", "h3", NULL, NULL) == 0, "init");
 	m.queue_apart = true;
 	ok(fleet_model_ranges(&m, &ranges, &n) == 0, "ranges");
-	is_int(n, 5, "version, pause, rollout below and above holders/, the catalog");
-	is_int(fleet_model_catalog_range(&m), 4, "the catalog's range comes after them");
+	is_int(n, 6, "version, pause, rollout below and above holders/, own alive/, the catalog");
+	is_int(fleet_model_catalog_range(&m), 5, "the catalog's range comes after them");
+	ok(strcmp(ranges[4].key, "/p/alive/h3") == 0 && !ranges[4].prefix && !ranges[4].range_end,
+	   "this host's own alive/ key, alone");
+	is_int(ranges[4].flags, ETCD_WATCH_NO_PUT, "its deletes only");
 	ok(strcmp(ranges[2].key, "/p/rollout/") == 0 && ranges[2].range_end &&
 	   strcmp(ranges[2].range_end, "/p/rollout/holders/") == 0,
 	   "[rollout/, holders/): canary/, failed/, halted");
@@ -543,10 +546,39 @@ static void test_queue_release(void)
 	is_int(fleet_queue_release(&ev, &rel), 0, "a put: none");
 }
 
+/* The host's own alive/ key: its delete (the lease revoked) is said to the
+ * node, its put (the node's own registration) is not, and nobody else's
+ * alive/ key is the model's. */
+static void test_own_alive_key(void)
+{
+	struct fleet_model m;
+	struct response r = { .rev = 40 };
+	unsigned changed = 0;
+
+	ok(fleet_model_init(&m, "/p", "h3", NULL, NULL) == 0, "init");
+	put(&r, "/p/alive/h3", "{}");
+	if (fleet_model_apply(&m, r.ev, r.n, &changed) < 0)
+		exit(1);
+	is_int(changed, 0, "its own registration changes nothing");
+	r = (struct response){ .rev = r.rev + 1 };
+	del(&r, "/p/alive/h4");
+	if (fleet_model_apply(&m, r.ev, r.n, &changed) < 0)
+		exit(1);
+	is_int(changed, 0, "another host's alive/ key is not the model's");
+	r = (struct response){ .rev = r.rev + 1 };
+	del(&r, "/p/alive/h3");
+	if (fleet_model_apply(&m, r.ev, r.n, &changed) < 0)
+		exit(1);
+	is_int(changed, MODEL_SELF_GONE, "its delete: the lease is gone");
+	is_int(m.revision, r.rev, "and the model is at its revision");
+	fleet_model_release(&m);
+}
+
 int main(void)
 {
 	test_queue_release();
 	test_queue_apart();
+	test_own_alive_key();
 	test_budget_on_whole_revisions();
 	test_percent_budget();
 	test_canaries_used_by_failures();
