@@ -58,7 +58,7 @@ struct fleet_model {
 	char *k_version, *k_pause_dir, *k_rollout_dir, *k_policy, *k_holders_dir;
 	char *k_failed_dir, *k_canary_dir, *k_halted, *k_promoted, *k_stages_dir;
 	char *k_services_dir;
-	char *k_alive;			/* this host's own alive/HOST */
+	char *k_alive;			/* this host's own alive/HOST (NULL: no host) */
 	char **k_service_dirs;		/* one per consumed service, NULL-terminated */
 	char *k_holders_end, *k_rollout_end;	/* the ends of those prefixes */
 	/* Set by the daemon after fleet_model_init(): the node follows the slot

@@ -137,8 +137,10 @@ static int model_fill(struct fleet_model *m, const char *P, const char *host, co
 	m->k_halted = key_rollout_halted(P);
 	m->k_promoted = key_rollout_promoted(P);
 	m->k_stages_dir = key_rollout_stages_dir(P);
-	m->k_alive = key_alive(P, host);
-	if (!m->k_alive || !m->k_failed_dir || !m->k_canary_dir || !m->k_halted || !m->k_promoted ||
+	/* fleet_events' model stands for no host ("-"): no alive key. */
+	if (schema_name_valid(host) && !(m->k_alive = key_alive(P, host)))
+		return -ENOMEM;
+	if (!m->k_failed_dir || !m->k_canary_dir || !m->k_halted || !m->k_promoted ||
 	    !m->k_stages_dir)
 		return -ENOMEM;
 	if (!m->prefix || !m->host || (group && !m->group) || !m->k_version || !m->k_pause_dir || !m->k_policy ||
@@ -438,7 +440,7 @@ static int apply_one(struct fleet_model *m, const struct etcd_kv *kv, bool delet
 	} else if (has_prefix(kv, m->k_stages_dir)) {
 		r = kv_list_apply(&m->stages, kv, deleted);
 		*changed |= MODEL_ROLLOUT;
-	} else if (is_key(kv, m->k_alive)) {
+	} else if (m->k_alive && is_key(kv, m->k_alive)) {
 		/* Only its delete matters: the node's own lease went (etcd
 		 * revoked it and deleted its keys), or somebody deleted the
 		 * key.  Its puts are the node's own registrations. */
@@ -660,8 +662,9 @@ int fleet_model_ranges(const struct fleet_model *m, struct etcd_watch_range **re
 	 * try.  Its deletes only: the node puts it at every version (its
 	 * value names the local one), and each would be an event to itself.
 	 * Before the catalog, whose ranges come last. */
-	v[k++] = (struct etcd_watch_range){ .key = m->k_alive, .start_revision = from,
-					    .flags = ETCD_WATCH_NO_PUT };
+	if (m->k_alive)
+		v[k++] = (struct etcd_watch_range){ .key = m->k_alive, .start_revision = from,
+						    .flags = ETCD_WATCH_NO_PUT };
 	if (!m->consumed)
 		v[k++] = (struct etcd_watch_range){ .key = m->k_services_dir, .prefix = true,
 						    .start_revision = from };
@@ -675,7 +678,7 @@ int fleet_model_ranges(const struct fleet_model *m, struct etcd_watch_range **re
 
 size_t fleet_model_catalog_range(const struct fleet_model *m)
 {
-	return m->queue_apart ? 5 : 4;
+	return (m->queue_apart ? 4 : 3) + (m->k_alive ? 1 : 0);
 }
 
 /* --- questions ------------------------------------------------------------------------ */
