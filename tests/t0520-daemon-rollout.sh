@@ -80,13 +80,17 @@ test_expect_success 'a lost lease is granted again and every leased key rewritte
 # nothing more under it, and grants a new one within a keepalive interval
 # (20 s with a 60 s lease).  Before, it sent each retry under the dead lease
 # until its next keepalive found out, and etcd makes each refused write a
-# proposal first.
+# proposal first.  The revocation would delete alive/r3 too, and the node,
+# which watches that key, would ask about its lease before it writes
+# (t0556): put again without a lease, the key stays, and the write is what
+# tells the node.
 test_expect_success 'a write refused for a dead lease: no retry under it, a new lease' '
 	sed -i "s/^  lease_ttl: .*/  lease_ttl: 60/" r3/orchestrate.yaml &&
 	stop_node r3 && start_node r3 &&
 	lease=$(etcdctl_ get /alive/r3 -w json | sed -n "s/.*\"lease\":\([0-9]*\).*/\1/p") &&
 	test -n "$lease" &&
 	refused0=$(grep -c "requested lease not found" r3/log || :) &&
+	etcdctl_put /alive/r3 "$(etcdctl_get /alive/r3)" &&
 	etcdctl_ lease revoke $(printf "%x" "$lease") &&
 	etcdctl_put /current_version v5 &&
 	wait_for "node_at r3 v5" 40 &&
