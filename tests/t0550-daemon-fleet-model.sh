@@ -68,10 +68,10 @@ test_expect_success 'setup: two nodes at v1' '
 	wait_for "node_at a v1 && node_at b v1" 20
 '
 
-test_expect_success 'each node holds one watch stream carrying its five watches' '
+test_expect_success 'each node holds one watch stream carrying its six watches' '
 	# version, pause, rollout/ below and above holders/ (the slot queue is
-	# followed apart: node_queue.c), the catalog
-	wait_for "test \"\$(metric etcd_debugging_mvcc_watcher_total)\" = 10" 10 &&
+	# followed apart: node_queue.c), its own alive key, the catalog
+	wait_for "test \"\$(metric etcd_debugging_mvcc_watcher_total)\" = 12" 10 &&
 	test "$(metric etcd_debugging_mvcc_watch_stream_total)" = 2
 '
 
@@ -131,10 +131,10 @@ test_expect_success 'node.consumes: only those services (and depends) are watche
 	s0=$(metric etcd_debugging_mvcc_watcher_total) &&
 	start_node c &&
 	wait_for "node_at c v3" 20 &&
-	# version, pause, rollout (two), s1 and mysql; the etcd 3.4 gateway drops
+	# version, pause, rollout (two), its alive key, s1 and mysql; the etcd 3.4 gateway drops
 	# the later create requests of a stream at times, and the node then opens it
 	# again after 2 s: wait for that, not for the first attempt
-	wait_for "test \$(( \$(metric etcd_debugging_mvcc_watcher_total) - $s0 )) = 6" 10 &&
+	wait_for "test \$(( \$(metric etcd_debugging_mvcc_watcher_total) - $s0 )) = 7" 10 &&
 	grep -q "^services::s1::" c/services.yaml &&
 	grep -q "^services::mysql::" c/services.yaml &&
 	! grep -q "^services::s0::" c/services.yaml &&
@@ -207,13 +207,13 @@ test_expect_success 'still one stream per node' '
 	# Right after the restart a stream may have only some of its watches
 	# created (the 3.4 gateway drops the rest at times), and its node opens
 	# it again 2 s later: so what is asserted is the steady state, every
-	# watch created (a, b and d five each, c six), one stream per node, and
+	# watch created (a, b and d six each, c seven), one stream per node, and
 	# that it stays so, not the first moment the count is four.
-	wait_for "test \"\$(streams_and_watchers)\" = \"4 21\"" 20 &&
+	wait_for "test \"\$(streams_and_watchers)\" = \"4 25\"" 20 &&
 	sleep 3 &&
 	now=$(streams_and_watchers) &&
 	echo "streams and watchers 3 s later: $now" &&
-	test "$now" = "4 21"
+	test "$now" = "4 25"
 '
 
 test_done
