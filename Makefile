@@ -138,7 +138,7 @@ DAEMON_OBJS = \
 
 # Drivers that a shell test runs against the etcd it started (not by prove).
 ETCD_DRIVERS = tests/unit/test_etcd_settle tests/unit/test_etcd_snapshot \
-	tests/unit/test_etcd_watch_create
+	tests/unit/test_etcd_watch_create tests/unit/test_etcd_watch_part
 
 # Every other tests/unit/test_*.c is a unit test that prove runs: a new one
 # needs no line here.

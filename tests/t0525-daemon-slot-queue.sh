@@ -30,6 +30,14 @@ reads () {
 	done | awk '{ s += $1 } END { print s + 0 }'
 }
 
+# metric NAME [FILTER]  — the sum of etcd's metric NAME (lines containing FILTER).
+metric () {
+	curl -s "$ETCD_URL/metrics" | awk -v m="$1" -v f="${2:-}" '
+		$1 ~ "^" m "([{]|$)" && index($0, f) { s += $NF } END { printf "%d\n", s }'
+}
+watch_streams_opened () { metric grpc_server_started_total 'grpc_method="Watch"'; }
+watchers () { metric etcd_debugging_mvcc_watcher_total; }
+
 # most_at_once FILE  — the most config runs of runs.log under way at once.
 most_at_once () {
 	sort -n -k4 "$1" | awk '
@@ -72,12 +80,21 @@ test_expect_success 'a rollout: never more than 2 at once, a few events per node
 	: >"$TRASH/runs.log" &&
 	sleep 1 &&
 	e0=$(events) && r0=$(reads) && s0=$(scans) &&
+	w0=$(watch_streams_opened) && n0=$(watchers) &&
 	etcdctl_put /current_version v2 &&
 	wait_for "all_at v2" 60 &&
 	sleep 1 &&
 	e1=$(events) && r1=$(reads) && s1=$(scans) &&
+	w1=$(watch_streams_opened) &&
 	echo "events in all: $(( e1 - e0 )), per node: $(( (e1 - e0) / 12 ));" \
-		"reads of the queue: $(( r1 - r0 ))" >"$TRASH/events.txt" &&
+		"reads of the queue: $(( r1 - r0 )); watch streams opened: $(( w1 - w0 ))" \
+		>"$TRASH/events.txt" &&
+	# the queue is followed on each node'"'"'s one stream: a waiting node
+	# opens none (each opened one or two of its own before)
+	test $(( w1 - w0 )) -le 2 &&
+	# and each range it added is cancelled once it has its slot: etcd
+	# holds the watchers it held before the trigger
+	wait_for "test \$(watchers) = $n0" 10 &&
 	test "$(grep -c config-start "$TRASH/runs.log")" = 12 &&
 	test "$(most_at_once "$TRASH/runs.log")" -le 2 &&
 	test -z "$(etcdctl_keys /rollout/holders/)" &&

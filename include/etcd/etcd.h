@@ -462,6 +462,27 @@ int etcd_watch_start_ranges(struct etcd_client *c, const struct etcd_watch_range
 			    size_t n_ranges, uint64_t idle_ms, etcd_watch_fn on_events,
 			    etcd_watch_error_fn on_error, void *userdata, struct etcd_watch **ret);
 struct etcd_watch *etcd_watch_stop(struct etcd_watch *w);
+
+/*
+ * One range added to a running stream of etcd_watch_start_ranges(), with
+ * callbacks of its own: a watch that comes and goes (the slot queue's) costs
+ * one create on the stream already open, not a stream of its own (an HTTP
+ * request, and ~90 KiB in etcd).  The daemon's stream keeps its request body
+ * open for this.  The range resumes with the stream from its own revision;
+ * its compaction ends it alone (on_error, -ESTALE), and so does a non-zero
+ * return of on_events; an error that ends the stream ends it too (on_error
+ * with that error).  Its owner removes it with etcd_watch_remove() in every
+ * case, whether the range or the stream ended first (a stopped stream leaves
+ * its parts ended, for their owners to remove).  Returns -EINVAL for a
+ * blocking or ended stream.
+ */
+struct etcd_watch_part;
+int etcd_watch_add(struct etcd_watch *w, const struct etcd_watch_range *range,
+		   etcd_watch_fn on_events, etcd_watch_error_fn on_error, void *userdata,
+		   struct etcd_watch_part **ret);
+/* Cancels the range on the stream (etcd's watch goes, the stream stays) and
+ * frees p; nothing more is delivered for it.  NULL: nothing.  Returns NULL. */
+struct etcd_watch_part *etcd_watch_remove(struct etcd_watch_part *p);
 /* The last revision delivered for range i of etcd_watch_start_ranges(). */
 int64_t etcd_watch_range_revision(const struct etcd_watch *w, size_t i);
 /* How many times streams were reconnected (for metrics and tests). */

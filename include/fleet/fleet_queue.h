@@ -120,13 +120,15 @@ int fleet_queue_look_start(struct fleet *f, const char *host, int64_t created, s
 			   fleet_queue_look_fn fn, void *userdata, struct etcd_call **ret);
 
 /*
- * A stream over the key of host next (its mark or its deletion), or, next
- * NULL, over every release of the queue (deletions, each with the key as it
- * was: fleet_queue_release()), from revision from.
+ * Follows the key of host next (its mark or its deletion), or, next NULL,
+ * every release of the queue (deletions, each with the key as it was:
+ * fleet_queue_release()), from revision from, as one range added to the
+ * node's stream (fleet_stream_start()): a waiting host opens no stream of
+ * its own.  *ret until fleet_stream_part_remove().
  */
-int fleet_queue_stream_start(struct fleet *f, const char *next, int64_t from, uint64_t idle_ms,
-			     fleet_stream_fn on_events, fleet_stream_error_fn on_error,
-			     void *userdata, struct etcd_watch **ret);
+int fleet_queue_follow(struct fleet *f, struct etcd_watch *stream, const char *next,
+		       int64_t from, fleet_stream_fn on_events, fleet_stream_error_fn on_error,
+		       void *userdata, struct etcd_watch_part **ret);
 
 /* 1 and *ret when ev, on the stream over the key just ahead, is that host's
  * mark carrying where it stood (fleet_batch_holder()'s place), else 0. */

@@ -46,6 +46,10 @@ int fleet_stream_start(struct fleet *f, const struct etcd_watch_range *ranges, s
 struct etcd_watch *fleet_stream_stop(struct etcd_watch *w);
 /* The revision range i of the stream has been delivered up to. */
 int64_t fleet_stream_range_revision(const struct etcd_watch *w, size_t i);
+/* Removes a range added to a stream (fleet_queue_follow(); see
+ * etcd_watch_add() for when its callbacks run).  NULL: nothing.  Returns
+ * NULL. */
+struct etcd_watch_part *fleet_stream_part_remove(struct etcd_watch_part *p);
 
 /*
  * A stream over what can end a host's wait for an earlier group of a staged

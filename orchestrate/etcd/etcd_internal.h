@@ -86,6 +86,12 @@ bool etcd_keepalive_stream_send(struct etcd_client *c, struct etcd_call *call, c
 void etcd_keepalive_stream_forget(struct etcd_client *c, struct etcd_call *call);
 void etcd_keepalive_stream_dispatch(struct etcd_client *c);
 void etcd_keepalive_stream_unwatched(struct etcd_client *c, CURL *easy, curl_socket_t fd);
+/* The same for a daemon's watch stream, whose body stays open too
+ * (etcd_watch.c): the next dispatch ends the stream if etcd closed it. */
+void etcd_watch_unwatched(struct etcd_client *c, CURL *easy, curl_socket_t fd);
+/* Whether a socket curl let go of is closed on the peer's side (end of file
+ * or a reset, on a peek); one closed by curl (EBADF) is not. */
+bool etcd_socket_hung_up(curl_socket_t fd);
 void etcd_keepalive_stream_transfer_done(struct etcd_keepalive_stream *ks);
 void etcd_keepalive_stream_free(struct etcd_client *c);
 /*

@@ -277,11 +277,14 @@ void etcd_keepalive_stream_unwatched(struct etcd_client *c, CURL *easy, curl_soc
 static bool stream_hung_up(struct etcd_keepalive_stream *ks)
 {
 	curl_socket_t fd = ks->unwatched;
-	char byte;
 
 	ks->unwatched = CURL_SOCKET_BAD;
-	if (fd == CURL_SOCKET_BAD)
-		return false;
+	return fd != CURL_SOCKET_BAD && etcd_socket_hung_up(fd);
+}
+
+bool etcd_socket_hung_up(curl_socket_t fd)
+{
+	char byte;
 	ssize_t n = recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
 	return n == 0 || (n < 0 && (errno == ECONNRESET || errno == EPIPE || errno == ETIMEDOUT));
 }

@@ -60,6 +60,21 @@ struct watch_range {
 	unsigned flags;			/* ETCD_WATCH_NO_PUT, ETCD_WATCH_PREV_KV */
 	int64_t last_rev;		/* last revision delivered */
 	int64_t watch_id;		/* etcd's id on the current stream; -1 before created */
+	bool sent;			/* its create went on the current stream */
+	/* A range added to the running stream (etcd_watch_add): its owner's
+	 * handle, whose callbacks it delivers to; NULL for the stream's own
+	 * ranges, and once its owner removed it.  A removed range stays until
+	 * etcd confirms its cancel (its frames until then are dropped), or
+	 * until the next stream, which does not carry it. */
+	struct etcd_watch_part *part;
+	bool removed;
+};
+
+struct etcd_watch_part {
+	struct etcd_watch *w;		/* NULL once the stream it rode is gone */
+	etcd_watch_fn on_events;
+	etcd_watch_error_fn on_error;
+	void *userdata;
 };
 
 struct etcd_watch {
@@ -74,7 +89,9 @@ struct etcd_watch {
 	 * since a txn that touches two ranges gives two frames of one revision. */
 	struct watch_range *ranges;
 	size_t n_ranges;
+	size_t n_own;			/* the first n_own: the stream's own, never removed */
 	size_t n_created;		/* created frames seen on this stream */
+	size_t n_connect;		/* creates sent as the stream opened */
 	etcd_watch_fn on_events;
 	etcd_watch_error_fn on_error;
 	void *userdata;
@@ -82,6 +99,13 @@ struct etcd_watch {
 	CURL *easy;			/* the current stream, NULL between streams */
 	struct curl_slist *headers;
 	struct buf stream;		/* bytes not yet split into frames */
+	/* Event-loop mode: the request's body stays open, so that a range
+	 * added later is one more create on it (and a removed one a cancel),
+	 * fed by watch_read; paused while there is nothing to send. */
+	struct buf out;
+	size_t out_sent;
+	bool paused;
+	curl_socket_t unwatched;	/* a socket curl let go of (etcd_watch_unwatched) */
 	size_t endpoint;		/* index into c->endpoints */
 	bool got_frame;			/* a valid frame arrived on this stream */
 	bool http_error;		/* the stream answered with a non-200 status */
@@ -110,7 +134,7 @@ static int64_t watch_low_revision(const struct etcd_watch *w)
 {
 	int64_t low = INT64_MAX;
 	for (size_t i = 0; i < w->n_ranges; i++)
-		if (w->ranges[i].last_rev < low)
+		if (!w->ranges[i].removed && w->ranges[i].last_rev < low)
 			low = w->ranges[i].last_rev;
 	return w->n_ranges ? low : 0;
 }
@@ -189,7 +213,9 @@ static int decode_events(const cJSON *events, struct etcd_event *ev, size_t *n)
 
 /*
  * Decodes a frame.  Besides the public contract, returns 1 for an error frame,
- * with its gRPC code and message (pointing into *ret_json, which the caller frees).
+ * with its gRPC code and message (pointing into *ret_json, which the caller
+ * frees), and 2 for a watch cancelled with no reason: the answer to a cancel
+ * request (etcd 3.4 says nothing more then).
  */
 static int decode_frame(const char *text, size_t len, struct etcd_event **ret_events,
 			size_t *ret_n, int64_t *ret_revision, int64_t *ret_compact,
@@ -239,6 +265,8 @@ static int decode_frame(const char *text, size_t len, struct etcd_event **ret_ev
 		 * as the error frame it stands for, so that a refused token is
 		 * renewed like on any other request. */
 		const cJSON *reason = cJSON_GetObjectItemCaseSensitive(result, "cancel_reason");
+		if (!reason)
+			return 2;	/* cancelled as asked (etcd_watch_remove) */
 		if (!cJSON_IsString(reason))
 			return -EPROTO;
 		*ret_code = cancel_reason_code(reason->valuestring);
@@ -278,6 +306,8 @@ int etcd_decode_watch_frame(const char *text, size_t len, struct etcd_event **re
 	int64_t watch_id;
 	int r = decode_frame(text, len, ret_events, ret_n, ret_revision, ret_compact,
 			     ret_created, &watch_id, &json, &code, &message);
+	if (r == 2)
+		r = -EPROTO;	/* nobody asked for a cancel here */
 	if (r == 1) {
 		bool retry, reauth;
 		r = etcd_grpc_errno(code, message, false, &retry, &reauth);
@@ -304,16 +334,123 @@ static size_t watch_write(char *data, size_t size, size_t nmemb, void *userdata)
 	return n;
 }
 
+/* The open body of an event-loop stream: what is queued, then a pause. */
+static size_t watch_read(char *dest, size_t size, size_t nitems, void *userdata)
+{
+	struct etcd_watch *w = userdata;
+	size_t room = size * nitems, left = w->out.len - w->out_sent;
+
+	if (left == 0) {
+		w->paused = true;
+		return CURL_READFUNC_PAUSE;
+	}
+	if (left > room)
+		left = room;
+	memcpy(dest, w->out.data + w->out_sent, left);
+	w->out_sent += left;
+	if (w->out_sent == w->out.len) {
+		buf_reset(&w->out);
+		w->out_sent = 0;
+	}
+	return left;
+}
+
 static void watch_disconnect(struct etcd_watch *w)
 {
-	if (w->easy) {
-		curl_multi_remove_handle(w->multi, w->easy);
-		curl_easy_cleanup(w->easy);
-		w->easy = NULL;
+	CURL *easy = TAKE_PTR(w->easy);	/* first: removing it lets go of its socket */
+	if (easy) {
+		curl_multi_remove_handle(w->multi, easy);
+		curl_easy_cleanup(easy);
 	}
 	curl_slist_free_all(w->headers);
 	w->headers = NULL;
 	buf_reset(&w->stream);
+	buf_reset(&w->out);
+	w->out_sent = 0;
+	w->paused = false;
+	w->unwatched = CURL_SOCKET_BAD;
+}
+
+/* Sends text (one request object) on the open body of the current stream. */
+static int watch_send(struct etcd_watch *w, const char *text)
+{
+	if (buf_adds(&w->out, text) < 0)
+		return -ENOMEM;
+	if (w->paused) {
+		w->paused = false;
+		curl_easy_pause(w->easy, CURLPAUSE_CONT);
+	}
+	return 0;
+}
+
+static int watch_send_cancel(struct etcd_watch *w, int64_t watch_id)
+{
+	char text[96];
+	snprintf(text, sizeof(text), "{\"cancel_request\":{\"watch_id\":\"%" PRId64 "\"}}",
+		 watch_id);
+	return watch_send(w, text);
+}
+
+static void watch_range_release(struct watch_range *wr)
+{
+	free(wr->key);
+	free(wr->range_end);
+}
+
+/* Drops range i from the watch: the next ones keep their order, which is
+ * the order of their creates on the stream. */
+static void watch_range_drop(struct etcd_watch *w, size_t i)
+{
+	watch_range_release(&w->ranges[i]);
+	memmove(&w->ranges[i], &w->ranges[i + 1], (w->n_ranges - i - 1) * sizeof(w->ranges[0]));
+	w->n_ranges--;
+}
+
+static void watch_drop_removed(struct etcd_watch *w)
+{
+	for (size_t i = w->n_ranges; i-- > w->n_own;)
+		if (w->ranges[i].removed)
+			watch_range_drop(w, i);
+}
+
+/* The range added as part p, or n_ranges. */
+static size_t watch_range_of_part(const struct etcd_watch *w, const struct etcd_watch_part *p)
+{
+	for (size_t i = w->n_own; i < w->n_ranges; i++)
+		if (w->ranges[i].part == p)
+			return i;
+	return w->n_ranges;
+}
+
+/*
+ * Ends added range i: nothing more is delivered for it.  Created on the
+ * current stream, it is cancelled there, and kept until etcd says so (its
+ * frames until then are recognised and dropped); sent and not created yet,
+ * it is cancelled once created (watch_handle_frame); not sent, it goes now.
+ * The stream itself goes on: its other watches lose nothing.
+ */
+static int watch_range_remove(struct etcd_watch *w, size_t i)
+{
+	struct watch_range *wr = &w->ranges[i];
+
+	wr->part = NULL;
+	if (wr->removed)
+		return 0;
+	wr->removed = true;
+	if (!w->easy || !wr->sent) {
+		watch_range_drop(w, i);
+		return 0;
+	}
+	return wr->watch_id >= 0 ? watch_send_cancel(w, wr->watch_id) : 0;
+}
+
+/* The range etcd knows as watch_id on this stream, or n_ranges. */
+static size_t watch_range_of(const struct etcd_watch *w, int64_t watch_id)
+{
+	for (size_t i = 0; i < w->n_ranges; i++)
+		if (w->ranges[i].sent && w->ranges[i].watch_id == watch_id)
+			return i;
+	return w->n_ranges;
 }
 
 static int add_bytes(cJSON *obj, const char *field, const char *data, size_t len)
@@ -375,12 +512,15 @@ static int watch_connect(struct etcd_watch *w)
 	 * So the request asks for 100 Continue, as the keepalive stream does
 	 * (etcd_keepalive.c), and every create is in the body as it is sent.  Without TLS etcd's port gives
 	 * every HTTP/2 request to gRPC, not to the gateway. */
+	watch_drop_removed(w);		/* a new stream does not carry them */
 	for (size_t i = 0; i < w->n_ranges; i++) {
 		w->ranges[i].watch_id = -1;
+		w->ranges[i].sent = true;
 		if (add_create_request(&body, &w->ranges[i]) < 0)
 			return -ENOMEM;
 	}
 	w->n_created = 0;
+	w->n_connect = w->n_ranges;
 	const char *text = buf_str(&body);
 
 	if (etcd_token_needed(c)) {
@@ -404,16 +544,23 @@ static int watch_connect(struct etcd_watch *w)
 	if (!w->easy)
 		return -ENOMEM;
 	/* No total timeout on a stream: liveness comes from TCP keepalive, the
-	 * idle limit and progress notifications. */
-	int r = etcd_easy_setup(c, w->easy, c->endpoints[w->endpoint], "/v3/watch", text, 0,
-				&w->headers);
+	 * idle limit and progress notifications.  A command's watch sends its
+	 * body whole; the daemon's stays open (watch_read), chunked, for the
+	 * ranges added later. */
+	int r = etcd_easy_setup(c, w->easy, c->endpoints[w->endpoint], "/v3/watch",
+				w->blocking ? text : NULL, 0, &w->headers);
 	struct curl_slist *h = r < 0 ? NULL : curl_slist_append(w->headers, "Expect: 100-continue");
-	if (!h) {
+	if (!h || (!w->blocking && buf_adds(&w->out, text) < 0)) {
 		watch_disconnect(w);
 		return r < 0 ? r : -ENOMEM;
 	}
 	w->headers = h;
 	curl_easy_setopt(w->easy, CURLOPT_HTTPHEADER, h);
+	if (!w->blocking) {
+		curl_easy_setopt(w->easy, CURLOPT_POST, 1L);
+		curl_easy_setopt(w->easy, CURLOPT_READFUNCTION, watch_read);
+		curl_easy_setopt(w->easy, CURLOPT_READDATA, w);
+	}
 	curl_easy_setopt(w->easy, CURLOPT_WRITEFUNCTION, watch_write);
 	curl_easy_setopt(w->easy, CURLOPT_WRITEDATA, w);
 	curl_easy_setopt(w->easy, CURLOPT_PRIVATE, w);
@@ -432,7 +579,8 @@ static int watch_connect(struct etcd_watch *w)
 	return 0;
 }
 
-/* Ends the watch with result; in event-loop mode tells the owner of an error. */
+/* Ends the watch with result; in event-loop mode tells the owner of an error,
+ * and the owners of the ranges added to it, which end with it. */
 static void watch_finish(struct etcd_watch *w, int result, int64_t compact)
 {
 	watch_disconnect(w);
@@ -440,11 +588,17 @@ static void watch_finish(struct etcd_watch *w, int result, int64_t compact)
 	w->result = result;
 	w->compact = compact;
 	w->reconnect_at = 0;
-	if (!w->blocking && result < 0 && w->on_error && !w->stop_requested) {
-		w->dispatching = true;
-		w->on_error(w, result, compact, w->userdata);
-		w->dispatching = false;
+	if (w->blocking || result >= 0)
+		return;
+	w->dispatching = true;
+	for (size_t i = w->n_own; i < w->n_ranges && !w->stop_requested; i++) {
+		struct etcd_watch_part *p = w->ranges[i].part;
+		if (p && p->on_error)
+			p->on_error(w, result, 0, p->userdata);
 	}
+	if (w->on_error && !w->stop_requested)
+		w->on_error(w, result, compact, w->userdata);
+	w->dispatching = false;
 }
 
 /* Drops the current stream and schedules the next one on the next endpoint. */
@@ -528,6 +682,26 @@ static bool watch_handle_frame(struct etcd_watch *w, const char *text, size_t le
 
 	int r = decode_frame(text, len, &events, &n, &revision, &compact, &created, &watch_id,
 			     &json, &code, &message);
+	if (r == 2 || r == -ESTALE) {
+		/* The end of one range's watch: one we removed (its cancel
+		 * answered), or an added one compacted, ends that range alone. */
+		size_t i = watch_range_of(w, watch_id);
+		if (i < w->n_ranges && i >= w->n_own) {
+			struct etcd_watch_part *p = w->ranges[i].part;
+			watch_range_drop(w, i);
+			if (p && r == -ESTALE) {
+				p->w = NULL;	/* its range is gone: removing it frees it alone */
+				if (p->on_error) {
+					w->dispatching = true;
+					p->on_error(w, -ESTALE, compact, p->userdata);
+					w->dispatching = false;
+				}
+			}
+			return !w->stop_requested;
+		}
+		if (r == 2)
+			r = -EPROTO;	/* a cancel nobody asked for */
+	}
 	if (r == 1) {
 		bool retry, reauth;
 		r = etcd_map_grpc_error(c, c->endpoints[w->endpoint], code, message, &retry, &reauth);
@@ -562,16 +736,24 @@ static bool watch_handle_frame(struct etcd_watch *w, const char *text, size_t le
 	}
 
 	if (created) {
-		/* Creations are acknowledged in the order of the requests. */
-		if (w->n_created >= w->n_ranges) {
+		/* Creations are acknowledged in the order of the requests: this
+		 * one is for the first range sent and not created yet. */
+		size_t i = watch_range_of(w, -1);
+		if (i >= w->n_ranges) {
 			etcd_events_free(events, n);
 			etcd_set_error(c, "etcd '%s': more watches created than requested",
 				       c->endpoints[w->endpoint]);
 			watch_schedule_reconnect(w);
 			return false;
 		}
-		struct watch_range *wr = &w->ranges[w->n_created++];
+		w->n_created++;
+		struct watch_range *wr = &w->ranges[i];
 		wr->watch_id = watch_id;
+		if (wr->removed && watch_send_cancel(w, watch_id) < 0) {
+			etcd_events_free(events, n);
+			watch_finish(w, -ENOMEM, 0);
+			return false;
+		}
 		/* A watch "from now" starts after the revision of its creation. */
 		if (wr->last_rev == 0)
 			wr->last_rev = revision;
@@ -580,14 +762,12 @@ static bool watch_handle_frame(struct etcd_watch *w, const char *text, size_t le
 		w->member_lost = false;
 		etcd_events_free(events, n);
 		/* the first creation starts the wait for the others */
-		if (!w->blocking && w->n_created == 1 && w->n_ranges > 1)
+		if (!w->blocking && w->n_created == 1 && w->n_connect > 1)
 			(void)watch_arm_timer(w);
 		return true;
 	}
-	struct watch_range *wr = NULL;
-	for (size_t i = 0; i < w->n_created; i++)
-		if (w->ranges[i].watch_id == watch_id)
-			wr = &w->ranges[i];
+	size_t at = watch_range_of(w, watch_id);
+	struct watch_range *wr = at < w->n_ranges ? &w->ranges[at] : NULL;
 	if (!wr) {
 		etcd_events_free(events, n);
 		etcd_set_error(c, "etcd '%s': watch frame for unknown watch %" PRId64,
@@ -597,6 +777,10 @@ static bool watch_handle_frame(struct etcd_watch *w, const char *text, size_t le
 	}
 	w->got_frame = true;
 	w->failures = 0;
+	if (wr->removed) {
+		etcd_events_free(events, n);	/* sent before etcd read its cancel */
+		return true;
+	}
 
 	/* Drop what was delivered before a reconnect; events of one revision come
 	 * in one frame per watch, so comparing with the previous frames' revision
@@ -617,15 +801,29 @@ static bool watch_handle_frame(struct etcd_watch *w, const char *text, size_t le
 	wr->last_rev = newest;
 
 	int cb = 0;
+	struct etcd_watch_part *p = wr->part;	/* wr may move in the callback */
 	if (kept > 0 || n == 0) {
 		w->dispatching = true;
 		w->c->events += kept;
-		cb = w->on_events(events, kept, revision, w->userdata);
+		if (p)
+			cb = p->on_events(events, kept, revision, p->userdata);
+		else
+			cb = w->on_events(events, kept, revision, w->userdata);
 		w->dispatching = false;
 	}
 	etcd_events_free(events, kept);
 	if (w->stop_requested)
 		return false;
+	if (cb != 0 && p) {
+		/* An added range's owner is done with it: that range alone
+		 * ends (the owner still removes its handle). */
+		at = watch_range_of_part(w, p);
+		if (at < w->n_ranges && watch_range_remove(w, at) < 0) {
+			watch_finish(w, -ENOMEM, 0);
+			return false;
+		}
+		return true;
+	}
 	if (cb != 0) {
 		watch_finish(w, cb, 0);
 		return false;
@@ -633,14 +831,36 @@ static bool watch_handle_frame(struct etcd_watch *w, const char *text, size_t le
 	return true;
 }
 
+/*
+ * The length of the whole frame the stream's buffer starts with, and what to
+ * consume with it; false when none is whole yet.  A frame is a line, but for
+ * the error that ends a stream: the gateway writes it last with no line
+ * break, and on a body that stays open the reply does not end after it
+ * (etcd_keepalive_frame).  Only such an error is looked for whole, since
+ * parsing every partial frame as it grows would cost a large one dearly.
+ */
+static bool watch_frame(const struct etcd_watch *w, size_t *ret_len, size_t *ret_consumed)
+{
+	const char *data = w->stream.data;
+	size_t len = w->stream.len;
+	size_t lead = len ? strspn(data, " \t\r\n") : 0;
+	static const char error[] = "{\"error\"";
+
+	if (len == 0)
+		return false;
+	if (memchr(data, '\n', len))
+		return etcd_keepalive_frame(data, len, ret_len, ret_consumed);
+	if (len - lead < sizeof(error) - 1 || memcmp(data + lead, error, sizeof(error) - 1) != 0)
+		return false;
+	return etcd_keepalive_frame(data, len, ret_len, ret_consumed);
+}
+
 /* Decodes and delivers every complete frame in the stream buffer. */
 static void watch_process(struct etcd_watch *w)
 {
-	while (!w->finished && w->easy && w->stream.len > 0) {
-		char *nl = memchr(w->stream.data, '\n', w->stream.len);
-		if (!nl)
-			return;
-		size_t len = (size_t)(nl - w->stream.data);
+	size_t len, consumed;
+
+	while (!w->finished && w->easy && w->stream.len > 0 && watch_frame(w, &len, &consumed)) {
 		/* Copy the frame out: a callback may reconnect and reset the buffer. */
 		_cleanup_(freep) char *frame = malloc(len + 1);
 		if (!frame) {
@@ -649,7 +869,7 @@ static void watch_process(struct etcd_watch *w)
 		}
 		memcpy(frame, w->stream.data, len);
 		frame[len] = '\0';
-		buf_consume(&w->stream, len + 1);
+		buf_consume(&w->stream, consumed);
 		size_t start = strspn(frame, " \t\r");
 		if (start == len)
 			continue;
@@ -723,9 +943,11 @@ static void watch_free(struct etcd_watch *w)
 	watch_disconnect(w);
 	sd_event_source_disable_unref(w->timer);
 	buf_release(&w->stream);
+	buf_release(&w->out);
 	for (size_t i = 0; i < w->n_ranges; i++) {
-		free(w->ranges[i].key);
-		free(w->ranges[i].range_end);
+		if (w->ranges[i].part)
+			w->ranges[i].part->w = NULL;	/* its owner still removes it */
+		watch_range_release(&w->ranges[i]);
 	}
 	free(w->ranges);
 	free(w);
@@ -737,6 +959,27 @@ static void watch_freep(struct etcd_watch **w)
 		watch_free(*w);
 }
 
+/* Fills wr from the caller's range (its strings copied). */
+static int watch_range_init(struct watch_range *wr, const struct etcd_watch_range *r)
+{
+	*wr = (struct watch_range){ .flags = r->flags, .watch_id = -1 };
+	wr->key_len = strlen(r->key);
+	if (!(wr->key = strdup(r->key)))
+		return -ENOMEM;
+	if (r->range_end) {
+		wr->range_end_len = strlen(r->range_end);
+		wr->range_end = strdup(r->range_end);
+	} else if (r->prefix && (wr->range_end = malloc(wr->key_len + 1))) {
+		wr->range_end_len = etcd_prefix_end(wr->key, wr->key_len, wr->range_end);
+	}
+	if ((r->range_end || r->prefix) && !wr->range_end) {
+		free(wr->key);
+		return -ENOMEM;
+	}
+	wr->last_rev = r->start_revision > 0 ? r->start_revision - 1 : 0;
+	return 0;
+}
+
 static struct etcd_watch *watch_new(struct etcd_client *c, const struct etcd_watch_range *ranges,
 				    size_t n_ranges, etcd_watch_fn on_events, void *userdata)
 {
@@ -745,36 +988,17 @@ static struct etcd_watch *watch_new(struct etcd_client *c, const struct etcd_wat
 		return NULL;
 	w->transfer = ETCD_TRANSFER_WATCH;
 	w->c = c;
+	w->unwatched = CURL_SOCKET_BAD;
 	w->endpoint = c->current;
 	w->on_events = on_events;
 	w->userdata = userdata;
 	w->ranges = calloc(n_ranges ? n_ranges : 1, sizeof(*w->ranges));
 	if (!w->ranges)
 		return NULL;
-	for (size_t i = 0; i < n_ranges; i++, w->n_ranges++) {
-		struct watch_range *wr = &w->ranges[i];
-		wr->key_len = strlen(ranges[i].key);
-		wr->key = strdup(ranges[i].key);
-		if (!wr->key)
+	for (size_t i = 0; i < n_ranges; i++, w->n_ranges++)
+		if (watch_range_init(&w->ranges[i], &ranges[i]) < 0)
 			return NULL;
-		wr->flags = ranges[i].flags;
-		if (ranges[i].range_end) {
-			wr->range_end_len = strlen(ranges[i].range_end);
-			if (!(wr->range_end = strdup(ranges[i].range_end))) {
-				free(wr->key);
-				return NULL;
-			}
-		} else if (ranges[i].prefix) {
-			wr->range_end = malloc(wr->key_len + 1);
-			if (!wr->range_end) {
-				free(wr->key);
-				return NULL;
-			}
-			wr->range_end_len = etcd_prefix_end(wr->key, wr->key_len, wr->range_end);
-		}
-		wr->last_rev = ranges[i].start_revision > 0 ? ranges[i].start_revision - 1 : 0;
-		wr->watch_id = -1;
-	}
+	w->n_own = w->n_ranges;
 	return TAKE_PTR(w);
 }
 
@@ -819,7 +1043,7 @@ int etcd_watch_ranges(struct etcd_client *c, const struct etcd_watch_range *rang
 		 * gateway that discards the rest of the body once it answered
 		 * (watch_connect; one in front of etcd that drops the Expect)
 		 * would otherwise leave them missing for good. */
-		if (w->easy && w->n_created > 0 && w->n_created < w->n_ranges &&
+		if (w->easy && w->n_created > 0 && w->n_created < w->n_connect &&
 		    now >= w->connect_ms + CREATE_WAIT_MS) {
 			watch_schedule_reconnect(w);
 			continue;
@@ -835,7 +1059,7 @@ int etcd_watch_ranges(struct etcd_client *c, const struct etcd_watch_range *rang
 
 		/* Sleep until data, the deadline or the next reconnect. */
 		uint64_t wake = deadline_ms ? deadline_ms : now + 1000;
-		if (w->easy && w->n_created > 0 && w->n_created < w->n_ranges &&
+		if (w->easy && w->n_created > 0 && w->n_created < w->n_connect &&
 		    w->connect_ms + CREATE_WAIT_MS < wake)
 			wake = w->connect_ms + CREATE_WAIT_MS;
 		if (!w->easy && w->reconnect_at && w->reconnect_at < wake)
@@ -856,10 +1080,13 @@ int etcd_watch_ranges(struct etcd_client *c, const struct etcd_watch_range *rang
 
 /* --- event-loop mode --------------------------------------------------------- */
 
-/* Some watches of the stream are created, not all (yet). */
+/* Some watches the stream opened with are created, not all (yet).  A range
+ * added later is a create on a body the gateway already reads as it comes:
+ * not waited for (on a slow etcd it may take seconds, and a new stream
+ * would cost far more than the wait). */
 static bool watch_partly_created(const struct etcd_watch *w)
 {
-	return w->easy && w->n_created > 0 && w->n_created < w->n_ranges;
+	return w->easy && w->n_created > 0 && w->n_created < w->n_connect;
 }
 
 static int on_watch_timer(sd_event_source *s, uint64_t usec, void *userdata)
@@ -875,7 +1102,7 @@ static int on_watch_timer(sd_event_source *s, uint64_t usec, void *userdata)
 		/* The rest of the body was dropped (watch_connect): every range
 		 * resumes from its last revision on a new stream. */
 		etcd_set_error(w->c, "etcd '%s': %zu of %zu watches created, reopening the stream",
-			       w->c->endpoints[w->endpoint], w->n_created, w->n_ranges);
+			       w->c->endpoints[w->endpoint], w->n_created, w->n_connect);
 		w->got_frame = true;
 		watch_schedule_reconnect(w);
 		return 0;
@@ -943,8 +1170,37 @@ static void watch_unlink(struct etcd_watch *w)
 
 static bool watch_has_frame(const struct etcd_watch *w)
 {
-	return !w->finished && w->easy && w->stream.len > 0 &&
-	       memchr(w->stream.data, '\n', w->stream.len);
+	size_t len, consumed;
+	return !w->finished && w->easy && w->stream.len > 0 && watch_frame(w, &len, &consumed);
+}
+
+/*
+ * The stream of an open body ended while curl does not see it: curl does not
+ * end a transfer whose upload is paused when the server hangs up (it lets go
+ * of the socket: etcd_watch_unwatched), nor when the reply is an HTTP error
+ * that has come whole.  Either is the end of the stream.
+ */
+static bool watch_ended_unseen(struct etcd_watch *w)
+{
+	curl_socket_t fd = w->unwatched;
+
+	w->unwatched = CURL_SOCKET_BAD;
+	if (!w->easy || w->blocking)
+		return false;
+	if (w->http_error) {
+		_cleanup_(cJSON_Deletep) cJSON *json = cJSON_ParseWithLength(
+			w->stream.data ? w->stream.data : "", w->stream.len);
+		if (json)
+			return true;
+	}
+	return fd != CURL_SOCKET_BAD && etcd_socket_hung_up(fd);
+}
+
+void etcd_watch_unwatched(struct etcd_client *c, CURL *easy, curl_socket_t fd)
+{
+	for (struct etcd_watch *w = c->watches; w; w = w->next)
+		if (w->easy && w->easy == easy)
+			w->unwatched = fd;
 }
 
 /*
@@ -957,6 +1213,16 @@ static void client_dispatch(struct etcd_client *c)
 {
 	multi_collect(c->multi);
 	etcd_keepalive_stream_dispatch(c);
+	for (;;) {
+		/* Each found is asked once (watch_ended_unseen forgets the
+		 * socket): the walk starts over, as a callback may change it. */
+		struct etcd_watch *w = c->watches;
+		while (w && (w->stop_requested || w->finished || !watch_ended_unseen(w)))
+			w = w->next;
+		if (!w)
+			break;
+		watch_transfer_done(w, CURLE_OK);
+	}
 	for (;;) {
 		struct etcd_watch *w = c->watches;
 		while (w && !watch_has_frame(w) && !w->stop_requested)
@@ -998,6 +1264,7 @@ static int on_curl_socket(CURL *easy, curl_socket_t fd, int what, void *userp, v
 		sd_event_source_disable_unref(s);
 		curl_multi_assign(c->multi, fd, NULL);
 		etcd_keepalive_stream_unwatched(c, easy, fd);
+		etcd_watch_unwatched(c, easy, fd);
 		return 0;
 	}
 	uint32_t events = 0;
@@ -1101,5 +1368,54 @@ struct etcd_watch *etcd_watch_stop(struct etcd_watch *w)
 
 int64_t etcd_watch_range_revision(const struct etcd_watch *w, size_t i)
 {
-	return i < w->n_ranges ? w->ranges[i].last_rev : 0;
+	return i < w->n_own ? w->ranges[i].last_rev : 0;
+}
+
+int etcd_watch_add(struct etcd_watch *w, const struct etcd_watch_range *range,
+		   etcd_watch_fn on_events, etcd_watch_error_fn on_error, void *userdata,
+		   struct etcd_watch_part **ret)
+{
+	_cleanup_(freep) struct etcd_watch_part *p = NULL;
+	struct watch_range wr;
+
+	if (!w || w->blocking || w->finished || w->stop_requested)
+		return -EINVAL;
+	if (!(p = calloc(1, sizeof(*p))))
+		return -ENOMEM;
+	struct watch_range *v = realloc(w->ranges, (w->n_ranges + 1) * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	w->ranges = v;
+	if (watch_range_init(&wr, range) < 0)
+		return -ENOMEM;
+	*p = (struct etcd_watch_part){ .w = w, .on_events = on_events, .on_error = on_error,
+				       .userdata = userdata };
+	wr.part = p;
+	/* On the open stream, one more create; between streams, the next
+	 * one carries it with the others (watch_connect). */
+	if (w->easy) {
+		_cleanup_(buf_releasep) struct buf create = BUF_INIT;
+		if (add_create_request(&create, &wr) < 0 || watch_send(w, buf_str(&create)) < 0) {
+			watch_range_release(&wr);
+			return -ENOMEM;
+		}
+		wr.sent = true;
+	}
+	w->ranges[w->n_ranges++] = wr;
+	*ret = TAKE_PTR(p);
+	return 0;
+}
+
+struct etcd_watch_part *etcd_watch_remove(struct etcd_watch_part *p)
+{
+	if (!p)
+		return NULL;
+	struct etcd_watch *w = p->w;
+	size_t i = w ? watch_range_of_part(w, p) : 0;
+	/* A cancel that cannot be queued (no memory) leaves a range whose
+	 * frames nobody takes: the stream starts over without it. */
+	if (w && i < w->n_ranges && watch_range_remove(w, i) < 0 && !w->dispatching)
+		watch_schedule_reconnect(w);
+	free(p);
+	return NULL;
 }

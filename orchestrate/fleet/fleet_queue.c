@@ -316,9 +316,9 @@ int fleet_queue_tail_before(struct fleet *f, int64_t revision, struct queue_tail
 	return 1;
 }
 
-int fleet_queue_stream_start(struct fleet *f, const char *next, int64_t from, uint64_t idle_ms,
-			     fleet_stream_fn on_events, fleet_stream_error_fn on_error,
-			     void *userdata, struct etcd_watch **ret)
+int fleet_queue_follow(struct fleet *f, struct etcd_watch *stream, const char *next,
+		       int64_t from, fleet_stream_fn on_events, fleet_stream_error_fn on_error,
+		       void *userdata, struct etcd_watch_part **ret)
 {
 	_cleanup_(freep) char *key = next ? (schema_name_valid(next)
 						     ? key_rollout_holder(fleet_prefix(f), next)
@@ -331,8 +331,7 @@ int fleet_queue_stream_start(struct fleet *f, const char *next, int64_t from, ui
 		range.prefix = true;
 		range.flags = ETCD_WATCH_NO_PUT | ETCD_WATCH_PREV_KV;
 	}
-	return etcd_watch_start_ranges(f->etcd, &range, 1, idle_ms, on_events, on_error, userdata,
-				       ret);
+	return etcd_watch_add(stream, &range, on_events, on_error, userdata, ret);
 }
 
 int fleet_queue_mark(const struct etcd_event *ev, struct queue_place *ret)

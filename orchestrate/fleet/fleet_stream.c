@@ -70,6 +70,11 @@ int64_t fleet_stream_range_revision(const struct etcd_watch *w, size_t i)
 	return etcd_watch_range_revision(w, i);
 }
 
+struct etcd_watch_part *fleet_stream_part_remove(struct etcd_watch_part *p)
+{
+	return etcd_watch_remove(p);
+}
+
 int fleet_stage_stream_start(struct fleet *f, int64_t from, uint64_t idle_ms,
 			     fleet_stream_fn on_events, fleet_stream_error_fn on_error,
 			     void *userdata, struct etcd_watch **ret)

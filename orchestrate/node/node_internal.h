@@ -160,7 +160,7 @@ struct node_queue {
 	int64_t counted_at;
 	int64_t exact_from;
 	int64_t replayed_to;
-	struct etcd_watch *stream;	/* the key just ahead, or every release */
+	struct etcd_watch_part *stream;	/* the key just ahead, or every release, on n->sync.stream */
 	char *following;		/* whose key it follows; NULL: the releases */
 	bool stream_failed;		/* started again after the next look */
 	bool count_compacted;		/* the count before its key is gone: read ahead */

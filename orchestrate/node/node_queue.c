@@ -30,7 +30,7 @@ static void node_queue_stop_stream(struct node *n)
 {
 	struct node_queue *q = &n->queue;
 
-	q->stream = fleet_stream_stop(q->stream);
+	q->stream = fleet_stream_part_remove(q->stream);
 	free(q->following);
 	q->following = NULL;
 }
@@ -142,7 +142,7 @@ static void node_on_queue_error(struct etcd_watch *w, int error, int64_t compact
 {
 	struct node *n = userdata;
 
-	log_debug("the slot queue's stream ended: %s; looking again", strerror(-error));
+	log_debug("the slot queue's watch ended: %s; looking again", strerror(-error));
 	/* Not stopped here (that would re-enter libcurl): from the loop. */
 	n->queue.stream_failed = true;
 	node_schedule_evaluate(n);
@@ -295,14 +295,16 @@ void node_queue_follow(struct node *n)
 	if (q->stream && streq_ptr(q->following, next))
 		return;		/* it follows that already, without a gap */
 	node_queue_stop_stream(n);
+	if (!n->sync.stream)
+		return;		/* a resync opens it, and evaluates again then */
 	if (next && !(q->following = strdup(next)))
 		return;
 	/* The key just ahead from the look on; the releases from the
-	 * revision the count holds at. */
-	r = fleet_queue_stream_start(&n->fleet, next, (next ? l->revision : q->counted_at) + 1,
-				     node_watch_idle_ms(n),
-				     next ? node_on_next_events : node_on_release_events,
-				     node_on_queue_error, n, &q->stream);
+	 * revision the count holds at: one range more on the node's stream. */
+	r = fleet_queue_follow(&n->fleet, n->sync.stream, next,
+			       (next ? l->revision : q->counted_at) + 1,
+			       next ? node_on_next_events : node_on_release_events,
+			       node_on_queue_error, n, &q->stream);
 	if (r < 0) {
 		log_warnx("cannot follow the slot queue: %s, will retry", strerror(-r));
 		node_queue_stop_stream(n);
