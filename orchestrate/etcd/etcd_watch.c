@@ -710,15 +710,15 @@ static bool watch_handle_frame(struct etcd_watch *w, const char *text, size_t le
 			return false;
 		}
 		/* A stream error that is not a verdict on the request itself
-		 * ("the client connection is closing" while a member restarts)
-		 * is the member's trouble: resume elsewhere.  A member that
-		 * says so before it hangs up ended the stream as much as one
-		 * that only hangs up (an open body keeps the connection until
-		 * etcd closes it, so this frame now comes first): a refused
+		 * ("the client connection is closing", gRPC's Canceled, while
+		 * a member restarts) is the member's trouble: resume elsewhere.
+		 * A member that says so before it hangs up ended the stream as
+		 * much as one that only hangs up (an open body keeps the
+		 * connection until etcd closes it, so this frame often comes
+		 * first, and the transfer may then end cleanly): a refused
 		 * token after it is the restart's, and that login is spread. */
 		if (retry || r == -EPROTO) {
-			if (retry)
-				w->member_lost = true;
+			w->member_lost = true;
 			watch_schedule_reconnect(w);
 			return false;
 		}
