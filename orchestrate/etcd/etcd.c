@@ -290,6 +290,46 @@ size_t etcd_write_to_buf(char *data, size_t size, size_t nmemb, void *userdata)
 	return n;
 }
 
+size_t etcd_open_body_read(char *dest, size_t size, size_t nitems, void *userdata)
+{
+	struct etcd_open_body *b = userdata;
+	size_t room = size * nitems, left = b->out.len - b->sent;
+
+	if (left == 0) {
+		b->paused = true;
+		return CURL_READFUNC_PAUSE;
+	}
+	if (left > room)
+		left = room;
+	memcpy(dest, b->out.data + b->sent, left);
+	b->sent += left;
+	if (b->sent == b->out.len) {
+		buf_reset(&b->out);
+		b->sent = 0;
+	}
+	return left;
+}
+
+int etcd_open_body_add(struct etcd_open_body *b, const char *text)
+{
+	return buf_adds(&b->out, text) < 0 ? -ENOMEM : 0;
+}
+
+void etcd_open_body_resume(struct etcd_open_body *b, CURL *easy)
+{
+	if (b->paused && easy) {
+		b->paused = false;
+		curl_easy_pause(easy, CURLPAUSE_CONT);
+	}
+}
+
+void etcd_open_body_reset(struct etcd_open_body *b)
+{
+	buf_reset(&b->out);
+	b->sent = 0;
+	b->paused = false;
+}
+
 int etcd_easy_setup(struct etcd_client *c, CURL *easy, const char *endpoint, const char *path,
 		    const char *body, long timeout_ms, struct curl_slist **headers)
 {

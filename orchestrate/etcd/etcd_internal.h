@@ -124,6 +124,23 @@ int etcd_easy_setup(struct etcd_client *c, CURL *easy, const char *endpoint, con
  * ETCD_MAX_REPLY. */
 size_t etcd_write_to_buf(char *data, size_t size, size_t nmemb, void *userdata);
 
+/* The request body of a long stream (the keepalive stream, a daemon's watch
+ * stream) stays open: what is queued goes out, then curl's read pauses until
+ * more is queued (etcd_open_body_add, then _resume). */
+struct etcd_open_body {
+	struct buf out;			/* what is still to send */
+	size_t sent;			/* of out, already given to curl */
+	bool paused;			/* curl's read waits for more */
+};
+
+/* curl's read callback (CURLOPT_READDATA: the struct etcd_open_body). */
+size_t etcd_open_body_read(char *dest, size_t size, size_t nitems, void *userdata);
+int etcd_open_body_add(struct etcd_open_body *b, const char *text);
+/* Wakes the transfer easy if its read paused on an empty body. */
+void etcd_open_body_resume(struct etcd_open_body *b, CURL *easy);
+/* For a new transfer: nothing queued, nothing paused. */
+void etcd_open_body_reset(struct etcd_open_body *b);
+
 /* Starts a unary request: forgets the last refused write. */
 void etcd_call_begin(struct etcd_client *c);
 

@@ -54,10 +54,8 @@ struct etcd_keepalive_stream {
 	CURL *easy;			/* NULL: no stream open */
 	struct curl_slist *headers;
 	size_t endpoint;		/* index into c->endpoints */
-	struct buf out;			/* what is still to send */
-	size_t out_sent;
+	struct etcd_open_body body;	/* the renewals still to send */
 	struct buf in;			/* what came back, not yet a whole line */
-	bool paused;			/* the read side waits for a renewal */
 	curl_socket_t unwatched;	/* a socket curl let go of (_unwatched) */
 	bool http_error;		/* the reply is not the stream's 200 */
 	bool answered;			/* this stream answered once at least */
@@ -75,10 +73,8 @@ static void stream_disconnect(struct etcd_keepalive_stream *ks)
 	}
 	curl_slist_free_all(ks->headers);
 	ks->headers = NULL;
-	buf_reset(&ks->out);
-	ks->out_sent = 0;
+	etcd_open_body_reset(&ks->body);
 	buf_reset(&ks->in);
-	ks->paused = false;
 	ks->unwatched = CURL_SOCKET_BAD;
 }
 
@@ -88,30 +84,10 @@ void etcd_keepalive_stream_free(struct etcd_client *c)
 	if (!ks)
 		return;
 	stream_disconnect(ks);
-	buf_release(&ks->out);
+	buf_release(&ks->body.out);
 	buf_release(&ks->in);
 	free(ks);
 	c->keepalive = NULL;
-}
-
-static size_t stream_read(char *dest, size_t size, size_t nitems, void *userdata)
-{
-	struct etcd_keepalive_stream *ks = userdata;
-	size_t room = size * nitems, left = ks->out.len - ks->out_sent;
-
-	if (left == 0) {
-		ks->paused = true;
-		return CURL_READFUNC_PAUSE;
-	}
-	if (left > room)
-		left = room;
-	memcpy(dest, ks->out.data + ks->out_sent, left);
-	ks->out_sent += left;
-	if (ks->out_sent == ks->out.len) {
-		buf_reset(&ks->out);
-		ks->out_sent = 0;
-	}
-	return left;
 }
 
 static size_t stream_write(char *data, size_t size, size_t nmemb, void *userdata)
@@ -148,8 +124,8 @@ static int stream_open(struct etcd_keepalive_stream *ks)
 	ks->headers = h;
 	curl_easy_setopt(ks->easy, CURLOPT_HTTPHEADER, h);
 	curl_easy_setopt(ks->easy, CURLOPT_POST, 1L);
-	curl_easy_setopt(ks->easy, CURLOPT_READFUNCTION, stream_read);
-	curl_easy_setopt(ks->easy, CURLOPT_READDATA, ks);
+	curl_easy_setopt(ks->easy, CURLOPT_READFUNCTION, etcd_open_body_read);
+	curl_easy_setopt(ks->easy, CURLOPT_READDATA, &ks->body);
 	curl_easy_setopt(ks->easy, CURLOPT_WRITEFUNCTION, stream_write);
 	curl_easy_setopt(ks->easy, CURLOPT_WRITEDATA, ks);
 	curl_easy_setopt(ks->easy, CURLOPT_PRIVATE, &ks->transfer);
@@ -177,7 +153,7 @@ bool etcd_keepalive_stream_send(struct etcd_client *c, struct etcd_call *call, c
 	}
 	if (ks->unusable || ks->waiting)
 		return false;
-	if (buf_adds(&ks->out, body) < 0 || buf_addc(&ks->out, '\n') < 0) {
+	if (etcd_open_body_add(&ks->body, body) < 0 || etcd_open_body_add(&ks->body, "\n") < 0) {
 		stream_disconnect(ks);
 		return false;
 	}
@@ -186,9 +162,8 @@ bool etcd_keepalive_stream_send(struct etcd_client *c, struct etcd_call *call, c
 			stream_disconnect(ks);	/* the body must not wait for the next stream */
 			return false;
 		}
-	} else if (ks->paused) {
-		ks->paused = false;
-		curl_easy_pause(ks->easy, CURLPAUSE_CONT);
+	} else {
+		etcd_open_body_resume(&ks->body, ks->easy);
 	}
 	ks->waiting = call;
 	return true;

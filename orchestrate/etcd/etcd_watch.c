@@ -101,10 +101,8 @@ struct etcd_watch {
 	struct buf stream;		/* bytes not yet split into frames */
 	/* Event-loop mode: the request's body stays open, so that a range
 	 * added later is one more create on it (and a removed one a cancel),
-	 * fed by watch_read; paused while there is nothing to send. */
-	struct buf out;
-	size_t out_sent;
-	bool paused;
+	 * paused while there is nothing to send. */
+	struct etcd_open_body body;
 	curl_socket_t unwatched;	/* a socket curl let go of (etcd_watch_unwatched) */
 	size_t endpoint;		/* index into c->endpoints */
 	bool got_frame;			/* a valid frame arrived on this stream */
@@ -334,27 +332,6 @@ static size_t watch_write(char *data, size_t size, size_t nmemb, void *userdata)
 	return n;
 }
 
-/* The open body of an event-loop stream: what is queued, then a pause. */
-static size_t watch_read(char *dest, size_t size, size_t nitems, void *userdata)
-{
-	struct etcd_watch *w = userdata;
-	size_t room = size * nitems, left = w->out.len - w->out_sent;
-
-	if (left == 0) {
-		w->paused = true;
-		return CURL_READFUNC_PAUSE;
-	}
-	if (left > room)
-		left = room;
-	memcpy(dest, w->out.data + w->out_sent, left);
-	w->out_sent += left;
-	if (w->out_sent == w->out.len) {
-		buf_reset(&w->out);
-		w->out_sent = 0;
-	}
-	return left;
-}
-
 static void watch_disconnect(struct etcd_watch *w)
 {
 	CURL *easy = TAKE_PTR(w->easy);	/* first: removing it lets go of its socket */
@@ -365,21 +342,16 @@ static void watch_disconnect(struct etcd_watch *w)
 	curl_slist_free_all(w->headers);
 	w->headers = NULL;
 	buf_reset(&w->stream);
-	buf_reset(&w->out);
-	w->out_sent = 0;
-	w->paused = false;
+	etcd_open_body_reset(&w->body);
 	w->unwatched = CURL_SOCKET_BAD;
 }
 
 /* Sends text (one request object) on the open body of the current stream. */
 static int watch_send(struct etcd_watch *w, const char *text)
 {
-	if (buf_adds(&w->out, text) < 0)
+	if (etcd_open_body_add(&w->body, text) < 0)
 		return -ENOMEM;
-	if (w->paused) {
-		w->paused = false;
-		curl_easy_pause(w->easy, CURLPAUSE_CONT);
-	}
+	etcd_open_body_resume(&w->body, w->easy);
 	return 0;
 }
 
@@ -550,7 +522,7 @@ static int watch_connect(struct etcd_watch *w)
 	int r = etcd_easy_setup(c, w->easy, c->endpoints[w->endpoint], "/v3/watch",
 				w->blocking ? text : NULL, 0, &w->headers);
 	struct curl_slist *h = r < 0 ? NULL : curl_slist_append(w->headers, "Expect: 100-continue");
-	if (!h || (!w->blocking && buf_adds(&w->out, text) < 0)) {
+	if (!h || (!w->blocking && etcd_open_body_add(&w->body, text) < 0)) {
 		watch_disconnect(w);
 		return r < 0 ? r : -ENOMEM;
 	}
@@ -558,8 +530,8 @@ static int watch_connect(struct etcd_watch *w)
 	curl_easy_setopt(w->easy, CURLOPT_HTTPHEADER, h);
 	if (!w->blocking) {
 		curl_easy_setopt(w->easy, CURLOPT_POST, 1L);
-		curl_easy_setopt(w->easy, CURLOPT_READFUNCTION, watch_read);
-		curl_easy_setopt(w->easy, CURLOPT_READDATA, w);
+		curl_easy_setopt(w->easy, CURLOPT_READFUNCTION, etcd_open_body_read);
+		curl_easy_setopt(w->easy, CURLOPT_READDATA, &w->body);
 	}
 	curl_easy_setopt(w->easy, CURLOPT_WRITEFUNCTION, watch_write);
 	curl_easy_setopt(w->easy, CURLOPT_WRITEDATA, w);
@@ -949,7 +921,7 @@ static void watch_free(struct etcd_watch *w)
 	watch_disconnect(w);
 	sd_event_source_disable_unref(w->timer);
 	buf_release(&w->stream);
-	buf_release(&w->out);
+	buf_release(&w->body.out);
 	for (size_t i = 0; i < w->n_ranges; i++) {
 		if (w->ranges[i].part)
 			w->ranges[i].part->w = NULL;	/* its owner still removes it */
