@@ -5,7 +5,7 @@ test_description='orchestrated: a staged rollout costs one watcher per stage, no
 
 # One host of a waiting stage claims the stage's gate, rollout/stages/G (G
 # the group before it), under its lease; it alone reads the fleet and
-# watches running_version/ and alive/, and opens the gate once the earlier
+# watches running_version/ and alive/ (two ranges added to its stream), and opens the gate once the earlier
 # groups are done.  The others wait for that one key on their own stream.
 
 test -x "$REPO_ROOT/bin/orchestrated" || skip_all "orchestrated is not built"
@@ -16,6 +16,7 @@ metric () {
 		$1 ~ "^" m "([{]|$)" { s += $NF } END { printf "%d\n", s }'
 }
 streams () { metric etcd_debugging_mvcc_watch_stream_total; }
+watchers () { metric etcd_debugging_mvcc_watcher_total; }
 
 in_group () {
 	sed -i "s/^  group: g1\$/  group: $2/" "$TRASH/$1/orchestrate.yaml"
@@ -63,7 +64,8 @@ test_expect_success 'setup: g1 = a1 a2, g2 = b1 b2 b3' '
 	etcdctl_put /current_version v1 &&
 	for n in a1 a2 b1 b2 b3; do start_node $n || exit 1; done &&
 	wait_for "all_at v1 a1 a2 b1 b2 b3" 40 &&
-	wait_for "test \"\$(streams)\" = 5" 10
+	wait_for "test \"\$(streams)\" = 5" 10 &&
+	watchers >watchers.idle && echo "watchers, idle: $(cat watchers.idle)"
 '
 
 test_expect_success 'v2: one host of g2 watches for its stage, the others wait with no stream of their own' '
@@ -77,11 +79,14 @@ test_expect_success 'v2: one host of g2 watches for its stage, the others wait w
 		wait_for "grep -q \"waiting for group g1 (watched by $watcher)\" $n/log" 5 || exit 1
 		! grep -q "this host watches the earlier groups for its stage of v2" $n/log || exit 1
 	done &&
-	# five nodes, one stream each, and the watcher its second
-	wait_for "test \"\$(streams)\" = 6" 5 &&
+	# five nodes, one stream each: the watcher adds its two ranges
+	# (running_version/ and alive/) to its own
+	idle=$(cat watchers.idle) &&
+	wait_for "test \"\$(watchers)\" = $((idle + 2))" 5 &&
 	sleep 1 &&
-	s=$(streams) && echo "watch streams while g2 waits, 1 s later: $s" &&
-	test "$s" = 6
+	s=$(streams) && w=$(watchers) &&
+	echo "while g2 waits, 1 s later: $s watch streams, $w watchers ($idle idle)" &&
+	test "$s" = 5 && test "$w" = $((idle + 2))
 '
 
 test_expect_success 'the watcher opens the gate once g1 runs v2; g2 starts only then' '
@@ -93,7 +98,8 @@ test_expect_success 'the watcher opens the gate once g1 runs v2; g2 starts only 
 	g1_end=$(group_runs g1 v2 | last_end) && g2_start=$(group_runs g2 v2 | first_start) &&
 	echo "g1 ends $g1_end, g2 starts $g2_start" &&
 	test "$g1_end" -lt "$g2_start" &&
-	wait_for "test \"\$(streams)\" = 5" 10
+	test "$(streams)" = 5 &&
+	wait_for "test \"\$(watchers)\" = $(cat watchers.idle)" 10
 '
 
 test_expect_success 'v3: the watcher killed while g1 runs; another host of g2 claims the gate and opens it' '

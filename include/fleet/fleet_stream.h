@@ -46,19 +46,21 @@ int fleet_stream_start(struct fleet *f, const struct etcd_watch_range *ranges, s
 struct etcd_watch *fleet_stream_stop(struct etcd_watch *w);
 /* The revision range i of the stream has been delivered up to. */
 int64_t fleet_stream_range_revision(const struct etcd_watch *w, size_t i);
-/* Removes a range added to a stream (fleet_queue_follow(); see
+/* Removes a range added to a stream (fleet_queue_follow(), fleet_stage_follow(); see
  * etcd_watch_add() for when its callbacks run).  NULL: nothing.  Returns
  * NULL. */
 struct etcd_watch_part *fleet_stream_part_remove(struct etcd_watch_part *p);
 
 /*
- * A stream over what can end a host's wait for an earlier group of a staged
+ * Follows what can end a host's wait for an earlier group of a staged
  * rollout: a host reaching a version (running_version/) and a host dying or
- * joining (alive/), from revision from.  The policy itself comes on the
- * node's own stream.
+ * joining (alive/), from revision from, as two ranges added to the node's
+ * stream (fleet_stream_start()): the watcher of a stage opens no stream of
+ * its own.  The policy itself comes on the node's own ranges.  ret[0] and
+ * ret[1] until fleet_stream_part_remove(); on failure neither is added.
  */
-int fleet_stage_stream_start(struct fleet *f, int64_t from, uint64_t idle_ms,
-			     fleet_stream_fn on_events, fleet_stream_error_fn on_error,
-			     void *userdata, struct etcd_watch **ret);
+int fleet_stage_follow(struct fleet *f, struct etcd_watch *stream, int64_t from,
+		       fleet_stream_fn on_events, fleet_stream_error_fn on_error, void *userdata,
+		       struct etcd_watch_part *ret[2]);
 
 #endif

@@ -75,16 +75,22 @@ struct etcd_watch_part *fleet_stream_part_remove(struct etcd_watch_part *p)
 	return etcd_watch_remove(p);
 }
 
-int fleet_stage_stream_start(struct fleet *f, int64_t from, uint64_t idle_ms,
-			     fleet_stream_fn on_events, fleet_stream_error_fn on_error,
-			     void *userdata, struct etcd_watch **ret)
+int fleet_stage_follow(struct fleet *f, struct etcd_watch *stream, int64_t from,
+		       fleet_stream_fn on_events, fleet_stream_error_fn on_error, void *userdata,
+		       struct etcd_watch_part *ret[2])
 {
 	_cleanup_(freep) char *kr = key_running_version_dir(fleet_prefix(f));
 	_cleanup_(freep) char *ka = key_alive_dir(fleet_prefix(f));
+	int r;
 
+	ret[0] = ret[1] = NULL;
 	if (!kr || !ka)
 		return -ENOMEM;
-	struct etcd_watch_range ranges[] = { { .key = kr, .prefix = true, .start_revision = from }, { .key = ka, .prefix = true, .start_revision = from } };
-	return etcd_watch_start_ranges(f->etcd, ranges, ELEMENTSOF(ranges), idle_ms, on_events,
-				       on_error, userdata, ret);
+	struct etcd_watch_range running = { .key = kr, .prefix = true, .start_revision = from };
+	struct etcd_watch_range alive = { .key = ka, .prefix = true, .start_revision = from };
+	if ((r = etcd_watch_add(stream, &running, on_events, on_error, userdata, &ret[0])) < 0)
+		return r;
+	if ((r = etcd_watch_add(stream, &alive, on_events, on_error, userdata, &ret[1])) < 0)
+		ret[0] = etcd_watch_remove(ret[0]);
+	return r;
 }

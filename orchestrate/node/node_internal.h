@@ -186,7 +186,10 @@ struct node_rollout {
 	enum node_slot slot;
 	bool marked;			/* the start that marks the slot's key was written */
 	bool release_sent;		/* a write in flight gives the slot back */
-	struct etcd_watch *stage_watch;	/* only while an earlier group is behind */
+	/* Only while an earlier group is behind: running_version/ and alive/,
+	 * two ranges on the node's stream (fleet_stage_follow). */
+	struct etcd_watch_part *stage_watch[2];
+	bool stage_watch_failed;	/* a range ended: added again from the loop */
 	sd_event_source *stage_timer;	/* the next look at the earlier groups */
 	int64_t stage_seen;		/* the newest revision the stage watch sent */
 	sd_event_source *progress_timer;	/* progress_deadline, first waiting */

@@ -250,7 +250,9 @@ static void node_drop_holder(struct node *n)
 
 void node_unwatch_stage(struct node *n)
 {
-	n->rollout.stage_watch = fleet_stream_stop(n->rollout.stage_watch);
+	for (size_t i = 0; i < ELEMENTSOF(n->rollout.stage_watch); i++)
+		n->rollout.stage_watch[i] = fleet_stream_part_remove(n->rollout.stage_watch[i]);
+	n->rollout.stage_watch_failed = false;
 	node_timer_cancel(&n->rollout.stage_timer);
 }
 
@@ -347,16 +349,38 @@ static int node_on_stage_events(const struct etcd_event *ev, size_t count, int64
 	return 0;
 }
 
+/* A range of the stage watch ended (compacted, or the stream failed: then
+ * the resync follows).  What it would have sent is not known: the facts are
+ * read again, and the watch is added again from them. */
+static void node_on_stage_error(struct etcd_watch *w, int error, int64_t compact,
+				void *userdata)
+{
+	struct node *n = userdata;
+	(void)w;
+
+	log_debug("the stage watch ended: %s; reading the earlier groups again",
+		  strerror(-error));
+	/* Not removed here (that would re-enter libcurl): from the loop. */
+	n->rollout.stage_watch_failed = true;
+	node_facts_seen(n, compact > n->rollout.stage_seen ? compact : n->rollout.stage_seen);
+	node_schedule_evaluate(n);
+}
+
 /* While the node waits for an earlier group: what can end the wait is a host
- * reaching the version or a host dying or joining (fleet_stage_stream_start);
- * a new policy comes on the node's own stream.  Watched from the revision the
- * decision was made at. */
+ * reaching the version or a host dying or joining (fleet_stage_follow); a new
+ * policy comes on the node's own ranges.  Watched from the revision the
+ * decision was made at, on the node's stream: without one (a resync is on
+ * its way) the resync decides again. */
 static int node_watch_stage(struct node *n, int64_t from)
 {
-	if (n->rollout.stage_watch)
+	struct node_rollout *ro = &n->rollout;
+
+	if (ro->stage_watch_failed)
+		node_unwatch_stage(n);
+	if (ro->stage_watch[0] || !n->sync.stream)
 		return 0;
-	return fleet_stage_stream_start(&n->fleet, from, node_watch_idle_ms(n), node_on_stage_events,
-					node_on_watch_error, n, &n->rollout.stage_watch);
+	return fleet_stage_follow(&n->fleet, n->sync.stream, from, node_on_stage_events,
+				  node_on_stage_error, n, ro->stage_watch);
 }
 
 /* The alive hosts max_fail_percent is a share of, from the node's facts: 1
