@@ -330,6 +330,12 @@ void etcd_open_body_reset(struct etcd_open_body *b)
 	b->paused = false;
 }
 
+void etcd_open_body_release(struct etcd_open_body *b)
+{
+	etcd_open_body_reset(b);
+	buf_release(&b->out);
+}
+
 int etcd_easy_setup(struct etcd_client *c, CURL *easy, const char *endpoint, const char *path,
 		    const char *body, long timeout_ms, struct curl_slist **headers)
 {

@@ -140,6 +140,7 @@ int etcd_open_body_add(struct etcd_open_body *b, const char *text);
 void etcd_open_body_resume(struct etcd_open_body *b, CURL *easy);
 /* For a new transfer: nothing queued, nothing paused. */
 void etcd_open_body_reset(struct etcd_open_body *b);
+void etcd_open_body_release(struct etcd_open_body *b);
 
 /* Starts a unary request: forgets the last refused write. */
 void etcd_call_begin(struct etcd_client *c);

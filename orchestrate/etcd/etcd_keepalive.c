@@ -84,7 +84,7 @@ void etcd_keepalive_stream_free(struct etcd_client *c)
 	if (!ks)
 		return;
 	stream_disconnect(ks);
-	buf_release(&ks->body.out);
+	etcd_open_body_release(&ks->body);
 	buf_release(&ks->in);
 	free(ks);
 	c->keepalive = NULL;

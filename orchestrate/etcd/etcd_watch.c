@@ -921,7 +921,7 @@ static void watch_free(struct etcd_watch *w)
 	watch_disconnect(w);
 	sd_event_source_disable_unref(w->timer);
 	buf_release(&w->stream);
-	buf_release(&w->body.out);
+	etcd_open_body_release(&w->body);
 	for (size_t i = 0; i < w->n_ranges; i++) {
 		if (w->ranges[i].part)
 			w->ranges[i].part->w = NULL;	/* its owner still removes it */

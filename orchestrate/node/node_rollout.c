@@ -356,7 +356,6 @@ static void node_on_stage_error(struct etcd_watch *w, int error, int64_t compact
 				void *userdata)
 {
 	struct node *n = userdata;
-	(void)w;
 
 	log_debug("the stage watch ended: %s; reading the earlier groups again",
 		  strerror(-error));
