@@ -357,8 +357,12 @@ static void node_on_stage_error(struct etcd_watch *w, int error, int64_t compact
 {
 	struct node *n = userdata;
 
-	log_debug("the stage watch ended: %s; reading the earlier groups again",
-		  strerror(-error));
+	if (error == -ESTALE)
+		log_debug("the stage watch started before etcd's compaction (at revision %lld); "
+			  "reading the earlier groups again", (long long)compact);
+	else
+		log_debug("the stage watch ended: %s; reading the earlier groups again",
+			  strerror(-error));
 	/* Not removed here (that would re-enter libcurl): from the loop. */
 	n->rollout.stage_watch_failed = true;
 	node_facts_seen(n, compact > n->rollout.stage_seen ? compact : n->rollout.stage_seen);
