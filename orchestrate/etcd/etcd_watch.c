@@ -659,22 +659,17 @@ static bool watch_handle_frame(struct etcd_watch *w, const char *text, size_t le
 		 * answered), or an added one compacted, ends that range alone. */
 		size_t i = watch_range_of(w, watch_id);
 		if (i < w->n_ranges && i >= w->n_own) {
-			struct watch_range *wr = &w->ranges[i];
-			struct etcd_watch_part *p = wr->part;
-			if (r == 2) {
+			struct etcd_watch_part *p = w->ranges[i].part;
+			/* etcd keeps a compacted watcher (its memory, and a
+			 * count in its watcher gauge) until it is cancelled
+			 * or the stream ends: it is removed as its owner
+			 * would, and its cancel's answer drops it. */
+			if (r == 2)
 				watch_range_drop(w, i);
-			} else if (!wr->removed) {
-				/* etcd keeps a compacted watcher (its memory, and
-				 * a count in its watcher gauge) until it is
-				 * cancelled or the stream ends: cancelled here,
-				 * and kept until etcd says so, as a removed one. */
-				wr->part = NULL;
-				wr->removed = true;
-				if (watch_send_cancel(w, watch_id) < 0) {
-					watch_finish(w, -ENOMEM, 0);
-					return false;
-				}
-			}	/* removed already: its cancel's answer drops it */
+			else if (watch_range_remove(w, i) < 0) {
+				watch_finish(w, -ENOMEM, 0);
+				return false;
+			}
 			if (p && r == -ESTALE) {
 				p->w = NULL;	/* its range is gone: removing it frees it alone */
 				if (p->on_error) {
