@@ -55,6 +55,9 @@
 #     config hook start over every daemon (p50, p99, max), trigger -> at the
 #     version (the max is the time until all N are there), and etcd requests
 #     and CPU per daemon per trigger (bench/lib-etcd-metrics.sh, bench_trigger);
+#   - the splay by orchestrate.conf(5)'s rule for this etcd: the cheapest
+#     trigger's etcd CPU for the whole fleet over what etcd's share of a
+#     core (ETCD_CPU) leaves once the idle fleet is served;
 #   - after them: watch streams and watchers per daemon (etcd's gauges) and
 #     etcd's RSS growth per daemon.
 # Everything runs on 127.0.0.1 in a temporary directory and stops by itself.
@@ -378,6 +381,20 @@ awk -v share="${etcd_cpu:-100}" -v n="$daemons" '{
 	printf "  trigger %d: %6.2f requests %5.2f renewals on %4.2f streams %7.2f ms  floor %6.1f s  daemon %5.2f ms  events %7.2f ",
 		$1, $2, $4, $6, $3, $3 * n / 1000 / (share / 100), $5, $7
 	for (i = 8; i <= NF; i += 2) printf " %s %s", $i, $(i + 1); printf "\n" }' "$work/per-trigger"
+# The splay by orchestrate.conf(5)'s rule for this etcd: the etcd CPU of the
+# cheapest trigger (one that lost no lease) for the whole fleet, over what
+# etcd's share of a core leaves once the idle fleet (its renewals, measured
+# above, etcd's own rate included) is served.
+awk -v share="${etcd_cpu:-100}" -v n="$daemons" -v idle="$BT_IDLE_CPU_RATE" '
+	$3 > 0 && (min == "" || $3 < min) { min = $3 }
+	END {
+		if (min == "") exit
+		left = share * 10 - idle
+		if (left <= 0)
+			printf "the idle fleet alone takes etcd\x27s share (%.0f of %.0f ms/s): no splay is enough\n", idle, share * 10
+		else
+			printf "the splay by the rule (orchestrate.conf(5)): %.0f s: the cheapest trigger, %.2f ms a daemon, over the %.0f ms/s of the share\x27s %.0f that the idle fleet leaves\n",
+				min * n / left, min, left, share * 10 }' "$work/per-trigger"
 log_counts >"$work/logs1"
 paste "$work/logs0" "$work/logs1" | awk -v n="$daemons" '{
 	printf "from the daemons\x27 logs, per daemon over the triggers: keepalives failed %.2f, leases lost %.2f,\n", ($7 - $1) / n, ($8 - $2) / n
