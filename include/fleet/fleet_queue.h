@@ -37,13 +37,6 @@
  *    (struct queue_place: exactly how many keys were ahead of it, at which
  *    revision), so the node behind counts itself from there with no read:
  *    one more than that, less the releases since;
- *  - it also watches the key two ahead (the host the tail before the key
- *    just ahead names, from the revision that host queued at), until that
- *    host marks: the host just ahead is then first in line, and the node
- *    counts the releases too, from where the host two ahead stood, two
- *    more.  So it need not wait for the mark just ahead, a write a busy
- *    etcd may take seconds to apply: after a burst of releases the free
- *    slots go two hosts a write, not one;
  *  - the first waiting node (the one just ahead of it holds a slot) watches
  *    the queue's releases, with each key as it was, so it also sees a host
  *    that died holding a slot (for its failure record) and the rollout's
@@ -95,9 +88,6 @@ struct queue_look {
 	char *next;		/* the host just ahead; NULL: none */
 	int64_t next_created;	/* its key's create revision */
 	bool next_holds;	/* it took its slot */
-	char *beyond;		/* while it waits: the host just ahead of it, as
-				 * the tail before its key named it; NULL: not known */
-	int64_t beyond_created;	/* the revision that host queued at (the tail's) */
 	bool scanned;		/* it read the queue itself (the tail did not do) */
 	/* The question, for the answer, and the steps between. */
 	int64_t asked_created;

@@ -39,7 +39,6 @@ struct metrics {
 	long lease_ttl;			/* seconds, as granted; 0: no lease yet */
 	uint64_t slot_queue_reads;
 	uint64_t slot_queue_scans;	/* ...that read the whole queue */
-	uint64_t slot_queue_two_ahead;	/* counts from the mark two ahead */
 	uint64_t etcd_strains;		/* signs etcd was behind (node_pace.c) */
 	uint64_t pace_usec;		/* the window writes are spread over, 0: none */
 	const char *const *states;	/* every state name, in order */

@@ -37,7 +37,6 @@ static char *holder_host(const struct etcd_kv *kv)
 void queue_look_release(struct queue_look *l)
 {
 	free(l->next);
-	free(l->beyond);
 	free(l->host);
 	*l = (struct queue_look){ 0 };
 }
@@ -142,11 +141,10 @@ static void look_scan_or_finish(struct queue_look *l)
 static void look_on_named(int error, struct etcd_kv_list *lists, size_t n, int64_t revision,
 			  void *userdata);
 
-/* The host a tail (as it was at some revision) names, when a host other
- * than this one, and the tail's mod revision: the revision that host
- * queued at, when the tail checks out. */
-static char *tail_host(const struct queue_look *l, const struct etcd_kv_list *tail,
-		       int64_t *ret_written)
+/* The host a tail (as it was at some revision) names: its key's name, when
+ * a host other than this one, and the tail's mod revision. */
+static char *tail_named(const struct queue_look *l, const struct etcd_kv_list *tail,
+			int64_t *ret_written)
 {
 	if (tail->n != 1 || !tail->kvs[0].value || tail->kvs[0].mod_revision <= 1)
 		return NULL;
@@ -155,33 +153,7 @@ static char *tail_host(const struct queue_look *l, const struct etcd_kv_list *ta
 	    strcmp(named, l->host) == 0)
 		return NULL;
 	*ret_written = tail->kvs[0].mod_revision;
-	return TAKE_PTR(named);
-}
-
-/* The key of the host a tail names (tail_host()). */
-static char *tail_named(const struct queue_look *l, const struct etcd_kv_list *tail,
-			int64_t *ret_written)
-{
-	_cleanup_(freep) char *named = tail_host(l, tail, ret_written);
-	return named ? key_rollout_holder(fleet_prefix(l->f), named) : NULL;
-}
-
-/* The host two ahead: the one the tail before the key just ahead names
- * (queue_look.beyond), when another host than the one just ahead. */
-static void look_beyond(struct queue_look *l, const struct etcd_kv_list *tail)
-{
-	int64_t written = 0;
-	char *named = tail_host(l, tail, &written);
-
-	free(l->beyond);
-	l->beyond = NULL;
-	l->beyond_created = 0;
-	if (named && l->next && strcmp(named, l->next) == 0) {
-		free(named);
-		return;
-	}
-	l->beyond = named;
-	l->beyond_created = named ? written : 0;
+	return key_rollout_holder(fleet_prefix(l->f), named);
 }
 
 /* Reads the key of the host a tail named (key, the tail written at
@@ -251,10 +223,7 @@ static void look_on_named(int error, struct etcd_kv_list *lists, size_t n, int64
 		return;
 	}
 	if (lists[0].n == 1 && lists[0].kvs[0].create_revision == l->tail_written) {
-		r = look_next(l, &lists[0].kvs[0]);
-		if (r >= 0 && !l->next_holds)
-			look_beyond(l, &lists[2]);	/* the tail before it: two ahead */
-		look_finish(l, r);
+		look_finish(l, look_next(l, &lists[0].kvs[0]));
 		return;
 	}
 	look_follow_tail(l, &lists[2]);

@@ -240,7 +240,6 @@ static void node_write_metrics(struct node *n)
 		.lease_ttl = n->lease.id ? n->lease.ttl : 0,
 		.slot_queue_reads = n->queue.reads,
 		.slot_queue_scans = n->queue.scans,
-		.slot_queue_two_ahead = n->queue.two_ahead,
 		.etcd_strains = n->pace_strains,
 		.pace_usec = n->pace.window,
 		.states = node_state_names,

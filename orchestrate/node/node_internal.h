@@ -156,29 +156,17 @@ struct node_queue {
 	 * Releases up to replayed_to were another's to see: counted, not
 	 * checked for a dead holder. */
 	int64_t counts_below;
-	int64_t counts_also;		/* counted from two ahead: the key just ahead; else 0 */
 	int64_t count_basis;
 	int64_t counted_at;
 	int64_t exact_from;
 	int64_t replayed_to;
-	/* What it follows, each a range on n->sync.stream (node_queue_follow):
-	 * the key just ahead, while that host waits; the key two ahead, until
-	 * that host marks; the releases, once counted from a mark. */
-	struct etcd_watch_part *ahead_part;
-	char *following;		/* whose key ahead_part follows */
-	struct etcd_watch_part *beyond_part;
-	char *beyond_following;		/* whose key beyond_part follows */
-	bool beyond_done;		/* that host left, or its range failed: not again until a look */
-	bool from_beyond;		/* counted from the mark of the host two ahead */
-	struct etcd_watch_part *releases_part;
-	uint64_t count_generation;	/* bumped at each new count: releases_part follows one */
-	uint64_t releases_generation;	/* ...this one */
+	struct etcd_watch_part *stream;	/* the key just ahead, or every release, on n->sync.stream */
+	char *following;		/* whose key it follows; NULL: the releases */
 	bool stream_failed;		/* started again after the next look */
 	bool count_compacted;		/* the count before its key is gone: read ahead */
 	uint64_t releases;		/* releases seen while first (progress_deadline) */
 	uint64_t reads;			/* looks sent (the metrics) */
 	uint64_t scans;			/* ...that read the queue itself */
-	uint64_t two_ahead;		/* counts taken from the mark of the host two ahead */
 	bool no_tail;			/* etcd refused the tail: written no more */
 	uint64_t look_sent;		/* when the last look went (node_pace.c) */
 	/* Holders that were running when their key went (the first waiter's

@@ -10,12 +10,9 @@
  * from the revision its count holds at, since then any freed slot may be
  * its own, and each release of a key ahead counts it down.  The mark of the
  * host just ahead carries where that host stood, and the node counts itself
- * from there: one more.  It follows the host two ahead too, until that
- * host marks: from that mark it counts the releases while the host just
- * ahead, first in line then, writes its own (node_queue_count_from_beyond).
- * So it looks again only when the host just ahead leaves unmarked, marks
- * without a place, or its stream is lost; a look in flight is one request,
- * and the decision waits for it (node_take_slot).
+ * from there: one more.  So it looks again only when the host just ahead
+ * leaves unmarked, marks without a place, or its stream is lost; a look in
+ * flight is one request, and the decision waits for it (node_take_slot).
  *
  * The first in line also sees every holder that went while running: those
  * are handed to the dead-holder checks of node_rollout.c.
@@ -29,27 +26,13 @@
 #include "fleet/fleet_lease.h"
 #include "node_internal.h"
 
-static void node_queue_stop_ahead(struct node_queue *q)
-{
-	q->ahead_part = fleet_stream_part_remove(q->ahead_part);
-	free(q->following);
-	q->following = NULL;
-}
-
-static void node_queue_stop_beyond(struct node_queue *q)
-{
-	q->beyond_part = fleet_stream_part_remove(q->beyond_part);
-	free(q->beyond_following);
-	q->beyond_following = NULL;
-}
-
 static void node_queue_stop_stream(struct node *n)
 {
 	struct node_queue *q = &n->queue;
 
-	node_queue_stop_ahead(q);
-	node_queue_stop_beyond(q);
-	q->releases_part = fleet_stream_part_remove(q->releases_part);
+	q->stream = fleet_stream_part_remove(q->stream);
+	free(q->following);
+	q->following = NULL;
 }
 
 static void node_queue_forget_before(struct node_queue *q)
@@ -86,52 +69,12 @@ static bool node_queue_count_from(struct node *n, const struct queue_place *p, i
 		return false;
 	q->exact_from = p->at > l->revision ? p->at : l->revision;
 	q->counts_below = p->created + 1;
-	q->counts_also = 0;
 	q->count_basis = q->counted_at = p->at;	/* the releases stream from there */
 	q->replayed_to = marked;
 	q->moved = 0;
-	q->from_beyond = false;
-	q->count_generation++;
 	l->ahead = p->ahead + 1;
 	l->exact = true;
 	l->next_holds = true;
-	return true;
-}
-
-/*
- * The host two ahead marked its key: it took its slot, so the host just
- * ahead of this node is first in line, counting the releases, and this
- * node can count them as well instead of waiting for that host's own mark,
- * a write that a busy etcd may take seconds to apply (after a burst of
- * releases, the free slots would go one host and one write at a time).
- * The same count as from the key just ahead, one more: the keys ahead of
- * the host two ahead at p->at, that host, and the one just ahead; the keys
- * between them were gone by the look (and by the tail before the key just
- * ahead), so only releases of keys up to the one two ahead, and of the key
- * just ahead, count it down (counts_below, counts_also).  The host just
- * ahead is still the first in line: the holders that went while running
- * are its to check (replayed_to), and its own mark, when it comes, counts
- * this node again from there (node_queue_count_from).
- */
-static bool node_queue_count_from_beyond(struct node *n, const struct queue_place *p)
-{
-	struct node_queue *q = &n->queue;
-	struct queue_look *l = &q->look;
-
-	if (!q->known || q->read || q->moved > l->revision || !l->next || l->next_holds ||
-	    !l->beyond || p->created != l->beyond_created || q->from_beyond)
-		return false;
-	q->exact_from = p->at > l->revision ? p->at : l->revision;
-	q->counts_below = p->created + 1;
-	q->counts_also = l->next_created;
-	q->count_basis = q->counted_at = p->at;
-	q->replayed_to = INT64_MAX;
-	q->moved = 0;
-	q->from_beyond = true;
-	q->count_generation++;
-	q->two_ahead++;
-	l->ahead = p->ahead + 2;
-	l->exact = true;
 	return true;
 }
 
@@ -148,50 +91,6 @@ static int node_on_next_events(const struct etcd_event *ev, size_t count, int64_
 	else if (count > 0)
 		node_queue_moved(n, revision);
 	return 0;
-}
-
-/* The key two ahead, from the revision it was created at: its creation,
- * then its mark, or its end.  Nothing here moves this node (the key just
- * ahead says that): a mark counts it early, anything else ends the range. */
-static int node_on_beyond_events(const struct etcd_event *ev, size_t count, int64_t revision,
-				 void *userdata)
-{
-	struct node *n = userdata;
-	struct node_queue *q = &n->queue;
-	struct queue_place p;
-
-	(void)revision;
-	for (size_t i = 0; i < count && !q->beyond_done; i++) {
-		if (ev[i].type == ETCD_EVENT_PUT &&
-		    ev[i].kv.create_revision == q->look.beyond_created) {
-			if (fleet_queue_mark(&ev[i], &p) <= 0)
-				continue;	/* queued, or marked without a place */
-			if (node_queue_count_from_beyond(n, &p)) {
-				log_debug("counting the releases from where %s stood, two ahead",
-					  q->look.beyond);
-				node_metrics_changed(n);
-			}
-		}
-		q->beyond_done = true;	/* counted, gone, or queued again */
-	}
-	if (q->beyond_done)
-		node_schedule_evaluate(n);	/* a slot may be ours; the range ends */
-	return 0;
-}
-
-/* The range two ahead ended (its start compacted, or the stream lost): the
- * node waits for the mark just ahead instead; a lost stream ends the other
- * ranges too, and they look again. */
-static void node_on_beyond_error(struct etcd_watch *w, int error, int64_t compact,
-				 void *userdata)
-{
-	struct node *n = userdata;
-
-	(void)w;
-	(void)compact;
-	log_debug("the watch two ahead in the slot queue ended: %s", strerror(-error));
-	n->queue.beyond_done = true;
-	node_schedule_evaluate(n);
 }
 
 /* Releases: each slot freed (or place left) may be ours; a holder that was
@@ -215,8 +114,8 @@ static int node_on_release_events(const struct etcd_event *ev, size_t count, int
 			q->releases++;
 		if (rel.revision > q->counted_at)
 			q->counted_at = rel.revision;	/* the count holds there too */
-		if (rel.created >= q->counts_below && rel.created != q->counts_also)
-			continue;	/* one behind us, or between, moves nothing */
+		if (rel.created >= q->counts_below)
+			continue;	/* one behind us moves nothing */
 		bool in_count = q->known && rel.revision <= q->count_basis;
 		if (!in_count && q->known && q->look.exact && q->look.ahead > 0)
 			q->look.ahead--;	/* counted down: no look needed */
@@ -297,18 +196,15 @@ static void node_on_look(int error, struct queue_look *l, void *userdata)
 		 * there, on a stream started anew (one still open from an
 		 * earlier count is past some of them).  Those up to the look
 		 * were another's to watch, or, first in line already, those
-		 * its stream gave (counted_at, until now).  The host two
-		 * ahead, when the look named one, is followed anew. */
-		bool first = node_queue_first(n);
+		 * its stream gave (counted_at, until now). */
+		bool first = q->stream && !q->following;
 		q->replayed_to = !first ? l->revision
 			: q->counted_at > q->replayed_to ? q->counted_at : q->replayed_to;
 		q->known = true;
 		q->counts_below = q->created;
-		q->counts_also = 0;
 		q->count_basis = q->counted_at = q->exact_from = l->counted_at;
-		q->from_beyond = false;
-		q->beyond_done = false;
-		q->count_generation++;	/* the releases, if followed, from there */
+		if (first)
+			node_queue_stop_stream(n);
 	}
 	node_schedule_evaluate(n);
 }
@@ -346,8 +242,6 @@ void node_queue_enter(struct node *n, int64_t created)
 		node_queue_forget_before(q);
 	q->created = created;
 	q->known = false;
-	q->from_beyond = false;
-	q->beyond_done = false;
 	q->moved = 0;
 	q->count_compacted = false;
 }
@@ -389,60 +283,28 @@ int node_queue_place(struct node *n, size_t limit, size_t *ret_ahead)
 	return 0;
 }
 
-/* Adds the range of part to the node's stream unless it is there: the key
- * of host from revision from, or the releases (host NULL). */
-static int node_queue_add(struct node *n, struct etcd_watch_part **part, char **following,
-			  const char *host, int64_t from, fleet_stream_fn on_events,
-			  fleet_stream_error_fn on_error)
-{
-	if (*part)
-		return 0;
-	if (host && !(*following = strdup(host)))
-		return -ENOMEM;
-	return fleet_queue_follow(&n->fleet, n->sync.stream, host, from, on_events, on_error, n,
-				  part);
-}
-
-/*
- * Follows what can move the node, each a range on its stream: the key just
- * ahead while that host waits (from the look on), and the key two ahead
- * until that host marks (from the revision it queued at, so a mark written
- * before the look comes too); the releases once counted from a mark or
- * first in line, from the revision the count holds at.  A range that
- * follows what it should already stays, without a gap.
- */
 void node_queue_follow(struct node *n)
 {
 	struct node_queue *q = &n->queue;
 	const struct queue_look *l = &q->look;
 	const char *next = l->next && !l->next_holds ? l->next : NULL;
-	const char *beyond = next && !q->from_beyond && !q->beyond_done ? l->beyond : NULL;
-	bool releases = !next || q->from_beyond;
-	int r = 0;
+	int r;
 
 	if (!q->known)
 		return;
-	if (!streq_ptr(q->following, next))
-		node_queue_stop_ahead(q);
-	if (!streq_ptr(q->beyond_following, beyond))
-		node_queue_stop_beyond(q);
-	if (!releases || q->releases_generation != q->count_generation)
-		q->releases_part = fleet_stream_part_remove(q->releases_part);
-	if (!n->sync.stream) {
-		node_queue_stop_stream(n);
+	if (q->stream && streq_ptr(q->following, next))
+		return;		/* it follows that already, without a gap */
+	node_queue_stop_stream(n);
+	if (!n->sync.stream)
 		return;		/* a resync opens it, and evaluates again then */
-	}
-	if (next)
-		r = node_queue_add(n, &q->ahead_part, &q->following, next, l->revision + 1,
-				   node_on_next_events, node_on_queue_error);
-	if (r >= 0 && beyond)
-		r = node_queue_add(n, &q->beyond_part, &q->beyond_following, beyond,
-				   l->beyond_created, node_on_beyond_events, node_on_beyond_error);
-	if (r >= 0 && releases && !q->releases_part) {
-		q->releases_generation = q->count_generation;
-		r = node_queue_add(n, &q->releases_part, NULL, NULL, q->counted_at + 1,
-				   node_on_release_events, node_on_queue_error);
-	}
+	if (next && !(q->following = strdup(next)))
+		return;
+	/* The key just ahead from the look on; the releases from the
+	 * revision the count holds at: one range more on the node's stream. */
+	r = fleet_queue_follow(&n->fleet, n->sync.stream, next,
+			       (next ? l->revision : q->counted_at) + 1,
+			       next ? node_on_next_events : node_on_release_events,
+			       node_on_queue_error, n, &q->stream);
 	if (r < 0) {
 		log_warnx("cannot follow the slot queue: %s, will retry", strerror(-r));
 		node_queue_stop_stream(n);
@@ -470,7 +332,7 @@ void node_queue_hold(struct node *n)
 
 bool node_queue_first(const struct node *n)
 {
-	return n->queue.releases_part && !n->queue.ahead_part;
+	return n->queue.stream && !n->queue.following;
 }
 
 size_t node_queue_take_released(struct node *n, struct rollout_holder **ret)

@@ -116,11 +116,6 @@ int metrics_render(const struct metrics *m, struct buf *out)
 			"tail did not name the host just ahead.")) < 0 ||
 	    (r = buf_printf(out, "orchestrate_slot_queue_scans_total %llu\n",
 			    (unsigned long long)m->slot_queue_scans)) < 0 ||
-	    (r = metrics_family(out, "orchestrate_slot_queue_two_ahead_total", "counter",
-			"Times the node counted its place from the mark of the host two ahead, "
-			"not waiting for the mark of the host just ahead.")) < 0 ||
-	    (r = buf_printf(out, "orchestrate_slot_queue_two_ahead_total %llu\n",
-			    (unsigned long long)m->slot_queue_two_ahead)) < 0 ||
 	    (r = metrics_family(out, "orchestrate_etcd_strains_total", "counter",
 			"Signs that etcd was behind (an answer slower than a second, a request "
 			"that failed or got no answer in time) for which the node slowed its "
