@@ -225,6 +225,12 @@ group_runs () {
 first_start () { awk '$1 == "config-start" { print $4 }' | sort -n | head -n 1; }
 last_end () { awk '$1 == "config-end" { print $4 }' | sort -n | tail -n 1; }
 
+# holder_order  — the hosts in the rollout's slot queue, first first, one a line.
+holder_order () {
+	etcdctl_ get --prefix --keys-only --sort-by=CREATE --order=ASCEND /rollout/holders/ |
+		sed -e '/^$/d' -e 's|.*/||'
+}
+
 # stop_all_nodes  — stops every daemon still running (call before test_done, so
 # that none writes into the trash directory while it is removed).
 stop_all_nodes () {

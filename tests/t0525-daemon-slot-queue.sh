@@ -58,12 +58,6 @@ scans () {
 	done | awk '{ s += $1 } END { print s + 0 }'
 }
 
-# holder_order  — the queue's hosts, first first.
-holder_order () {
-	etcdctl_ get --prefix --keys-only --sort-by=CREATE --order=ASCEND /rollout/holders/ |
-		sed -e '/^$/d' -e 's|.*/||'
-}
-
 test_expect_success 'setup: twelve nodes at v1, max_parallel 2' '
 	for n in $NODES; do
 		node_setup $n &&

@@ -16,10 +16,8 @@ test -x "$REPO_ROOT/bin/orchestrated" || skip_all "orchestrated is not built"
 start_etcd
 LEASE_TTL=20
 export LEASE_TTL
-holder_order () {
-	etcdctl_ get --prefix --keys-only --sort-by=CREATE --order=ASCEND /rollout/holders/ |
-		sed -e '/^$/d' -e 's|.*/||' | tr "\n" " "
-}
+# queue  — the slot queue's hosts on one line, first first.
+queue () { echo $(holder_order); }
 started () { sed -n "s/^config-start $1 v1 //p" "$TRASH/runs.log"; }
 test_expect_failure 'a host waits while a key that did not name itself in the tail is ahead of it' '
 	etcdctl_put /rollout/policy "{\"max_parallel\":1}" &&
@@ -29,15 +27,15 @@ test_expect_failure 'a host waits while a key that did not name itself in the ta
 	start_node h1 &&
 	wait_for "test -n \"\$(started h1)\"" 20 &&
 	start_node h2 &&
-	wait_for "holder_order | grep -q \"h1 h2 \$\"" 10 &&
+	wait_for "test \"\$(queue)\" = \"h1 h2\"" 10 &&
 	lease=$(etcdctl_ lease grant 120 | sed -n "s/^lease \([0-9a-f]*\) granted.*/\1/p") &&
 	etcdctl_ put /rollout/holders/x "{\"version\":\"v1\",\"group\":\"g1\"}" --lease=$lease &&
 	start_node h3 &&
-	wait_for "holder_order | grep -q \"h1 h2 x h3 \$\"" 10 &&
-	echo "queue: $(holder_order)" &&
+	wait_for "test \"\$(queue)\" = \"h1 h2 x h3\"" 10 &&
+	echo "queue: $(queue)" &&
 	wait_for "test -n \"\$(started h2)\"" 30 &&
 	sleep 6 &&
-	echo "queue after h2: $(holder_order); h3 started: $(started h3)" &&
+	echo "queue after h2: $(queue); h3 started: $(started h3)" &&
 	test -z "$(started h3)"
 '
 stop_all_nodes
