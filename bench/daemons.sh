@@ -403,6 +403,26 @@ paste "$work/logs0" "$work/logs1" | awk -v n="$daemons" '{
 	printf "from the daemons\x27 logs, per daemon over the triggers: keepalives failed %.2f, leases lost %.2f,\n", ($7 - $1) / n, ($8 - $2) / n
 	printf "  sync retries %.2f, full re-reads of the catalog %.2f, run writes sent again %.2f,\n", ($9 - $3) / n, ($10 - $4) / n, ($11 - $5) / n
 	printf "  run writes unanswered and found applied by a read %.2f\n", ($12 - $6) / n }'
+# Under a policy: the window each queueing host's look counts, from the
+# tail's history (each put replaced the tail of the host that queued just
+# before): revisions between the two queueing txns.  0 costs no count; 1 to
+# 8 cost that many counts and one more; beyond, a scan.
+if [ -n "$policy" ]; then
+	timeout 10 bash -c 'ETCDCTL_API=3 etcdctl --endpoints "$1" watch --rev=1 --prev-kv -w json \
+		/rollout_tail' _ "$ORCHESTRATE_ETCD" 2>/dev/null | python3 -c '
+import json, sys
+w = []
+for line in sys.stdin:
+    for ev in json.loads(line).get("Events") or []:
+        prev = ev.get("prev_kv")
+        if prev:
+            w.append(ev["kv"]["mod_revision"] - prev["mod_revision"] - 1)
+if w:
+    n = len(w)
+    print("slot queue windows (the tail\x27s history, %d hosts queued): 0 revisions %.0f %%, 1 to 8 %.0f %%, more (a scan) %.0f %%, counts per look %.2f"
+          % (n, 100 * sum(x == 0 for x in w) / n, 100 * sum(0 < x <= 8 for x in w) / n,
+             100 * sum(x > 8 for x in w) / n, sum(x + 1 for x in w if 0 < x <= 8) / n))' || true
+fi
 if [ -n "$keep_logs" ]; then
 	mkdir -p "$keep_logs"
 	for d in "$work"/n*/; do cp "$d/log" "$keep_logs/$(basename "$d").log"; done

@@ -23,6 +23,7 @@ import base64, http.client, json, os, shutil, socket, subprocess, sys, tempfile,
 
 R = int(sys.argv[1]) if len(sys.argv) > 1 else 200
 SIZES = [int(n) for n in sys.argv[2:]] or [100, 1000, 5000]
+GAPS = (1, 4, 16)	# revisions between the host just ahead and the node's
 VALUE = '{"version":"v2","group":"g1","holding":true,"place":{"created":1,"ahead":0,"at":1}}'
 
 
@@ -95,8 +96,14 @@ def measure(n):
         tail = {"success": [
             rng(f"/rollout/holders/{ahead}"), rng(own),
             rng("/rollout_tail", revision=created[-2] - 1), count]}
+        # The tail's look with the check that no key was created between
+        # the host the tail named and the node's: a count at each revision
+        # of that window (here W revisions back from the node's key).
+        gap = {w: {"success": tail["success"] + [
+            rng("/rollout/holders/", "/rollout/holders0", count_only=True, revision=r)
+            for r in range(created[-1] - 1 - w, created[-1] - 1)]} for w in GAPS}
         looks = {}
-        for name, body in (("scan", scan), ("tail", tail)):
+        for name, body in [("scan", scan), ("tail", tail)] + [(f"gap{w}", gap[w]) for w in GAPS]:
             t0 = cpu_seconds(etcd.pid)
             for _ in range(R):
                 post(conn, "/v3/kv/txn", body)
@@ -109,7 +116,10 @@ def measure(n):
 
 
 print(f"etcd CPU per look at the slot queue, {R} looks each, from the newest key's place")
-print(f"{'queued':>8} {'scan ms':>9} {'tail ms':>9} {'scan/tail':>10}")
+print("(tail+W: the tail's look checking a window of W revisions before the node's key)")
+print(f"{'queued':>8} {'scan ms':>9} {'tail ms':>9} {'scan/tail':>10}"
+      + "".join(f" {'tail+' + str(w) + ' ms':>11}" for w in GAPS))
 for n in SIZES:
     m = measure(n)
-    print(f"{n:>8} {m['scan']:>9.2f} {m['tail']:>9.2f} {m['scan'] / max(m['tail'], 1e-9):>9.1f}x")
+    print(f"{n:>8} {m['scan']:>9.2f} {m['tail']:>9.2f} {m['scan'] / max(m['tail'], 1e-9):>9.1f}x"
+          + "".join(f" {m['gap' + str(w)]:>11.2f}" for w in GAPS))

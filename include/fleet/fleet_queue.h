@@ -30,7 +30,10 @@
  *    a small request a step; the look scans only when the tail does not
  *    check out (a value that names no host, a host that queued again, the
  *    tail's history compacted, a role from before the tail, or more than a
- *    few steps back);
+ *    few steps back).  A host that does not write the tail (its role, or an
+ *    older orchestrate) is missing from it, so the same request counts the
+ *    queue at each revision between the tail named and the node's key: a
+ *    rise is a key that entered unnamed, and the look scans;
  *  - a node that is not next watches the key just ahead of it alone: that
  *    host taking its slot (the mark) or leaving is the only thing that can
  *    move the node to the front.  The mark carries where that host stood
@@ -89,6 +92,7 @@ struct queue_look {
 	int64_t next_created;	/* its key's create revision */
 	bool next_holds;	/* it took its slot */
 	bool scanned;		/* it read the queue itself (the tail did not do) */
+	bool unnamed;		/* ...since a key entered it unnamed by the tail */
 	/* The question, for the answer, and the steps between. */
 	int64_t asked_created;
 	size_t limit;
@@ -100,6 +104,9 @@ struct queue_look {
 	struct etcd_call **call;	/* the caller's: the step in flight */
 	int64_t tail_written;		/* the mod revision of the tail followed */
 	unsigned walked;		/* steps back along the tail's history */
+	int64_t window_end;		/* no key may have entered unnamed before this... */
+	size_t window_counts;		/* ...counted at this many revisions */
+	bool window_count_ahead;	/* the last count is the one before the key */
 };
 void queue_look_release(struct queue_look *l);
 

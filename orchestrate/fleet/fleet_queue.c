@@ -156,27 +156,65 @@ static char *tail_named(const struct queue_look *l, const struct etcd_kv_list *t
 	return key_rollout_holder(fleet_prefix(l->f), named);
 }
 
+/*
+ * Whether a key entered the queue unnamed by the tail.  A host whose role
+ * may not write the tail, or that runs an orchestrate from before it,
+ * creates its key without naming itself there: the host queueing next is
+ * told the host before it, and would count itself one place too far
+ * forward (one more run than max_parallel).  Each such key is a creation
+ * in the window between the revision the tail named a host at and the
+ * one the look stepped back from: the count of the queue at each revision
+ * of the window, from etcd's index, rises there and nowhere else (a
+ * revision creates or deletes at most one key of the queue: each txn writes
+ * one host's key, each lease revoked holds one).  A window wider than this
+ * is read by the scan instead, which costs no more then
+ * (bench/queue-look-cost.py: a count is about a tenth of a scan).
+ */
+#define LOOK_WINDOW_MAX 8
+
 /* Reads the key of the host a tail named (key, the tail written at
- * written) with the node's own, and the tail before that host's: the next
- * step back, should that host be gone; count: and the count before the
- * node's key, all in one request. */
+ * written) with the node's own, the tail before that host's (the next step
+ * back, should that host be gone), and the queue's count at each revision
+ * from written to the one the look stepped back from (l->window_end): the
+ * window where no key may have entered unnamed; count: the last of them is
+ * also the count before the node's key.  All in one request. */
 static int look_ask_named(struct queue_look *l, const char *key, int64_t written, bool count)
 {
+	int64_t width = l->window_end - written;	/* counts: written..window_end-1 */
+	if (width < 1 || width > LOOK_WINDOW_MAX + 1)
+		return look_scan(l);	/* not a tail before the node's key, or far */
+	if (!count && width == 1)
+		width = 0;	/* no revision between: nothing to count */
+
 	_cleanup_(freep) char *own = key_rollout_holder(fleet_prefix(l->f), l->host);
 	_cleanup_(freep) char *tail = key_rollout_tail(fleet_prefix(l->f));
 	_cleanup_(freep) char *dir = key_rollout_holders_dir(fleet_prefix(l->f));
 	if (!own || !tail || !dir)
 		return -ENOMEM;
-	const struct etcd_range ranges[] = {
+	struct etcd_range ranges[3 + LOOK_WINDOW_MAX + 1] = {
 		{ .key = key, .flags = ETCD_SERIALIZABLE },
 		{ .key = own, .flags = ETCD_SERIALIZABLE },
 		{ .key = tail, .flags = ETCD_SERIALIZABLE, .revision = written - 1 },
-		{ .key = dir, .prefix = true, .flags = ETCD_COUNT_ONLY | ETCD_SERIALIZABLE,
-		  .revision = l->asked_created - 1 },
 	};
+	for (int64_t i = 0; i < width; i++)
+		ranges[3 + i] = (struct etcd_range){
+			.key = dir, .prefix = true, .flags = ETCD_COUNT_ONLY | ETCD_SERIALIZABLE,
+			.revision = written + i };
 	l->tail_written = written;
-	return etcd_snapshot_start(l->f->etcd, ranges, count ? 4 : 3, 0, l->patience_ms,
+	l->window_counts = (size_t)width;
+	l->window_count_ahead = count;
+	return etcd_snapshot_start(l->f->etcd, ranges, 3 + (size_t)width, 0, l->patience_ms,
 				   look_on_named, l, l->call);
+}
+
+/* True when the window's counts (lists, n of them, revision by revision)
+ * rise anywhere: a key entered the queue there. */
+static bool window_entered(const struct etcd_kv_list *lists, size_t n)
+{
+	for (size_t i = 1; i < n; i++)
+		if (lists[i].count > lists[i - 1].count)
+			return true;
+	return false;
 }
 
 /* A step back along the tail to the host it named, or a scan. */
@@ -190,8 +228,13 @@ static void look_follow_tail(struct queue_look *l, const struct etcd_kv_list *ta
 	l->walked++;
 	if (!key)
 		r = look_scan(l);	/* no tail, not a host ahead, or far back */
-	else
+	else {
+		/* The host the tail named last is gone (its own creation is
+		 * the window's end); the window before it is the next one. */
+		if (l->tail_written > 0)
+			l->window_end = l->tail_written;
 		r = look_ask_named(l, key, written, false);
+	}
 	if (r < 0)
 		look_finish(l, r);
 }
@@ -209,17 +252,22 @@ static void look_on_named(int error, struct etcd_kv_list *lists, size_t n, int64
 		look_scan_or_finish(l);	/* the tail back then is compacted */
 		return;
 	}
-	if (error < 0 || (n != 3 && n != 4)) {
+	if (error < 0 || n != 3 + l->window_counts) {
 		look_finish(l, error < 0 ? error : -EPROTO);
 		return;
 	}
 	look_own(l, &lists[1], revision);
-	if (n == 4 && (r = look_count(l, &lists[3])) < 0) {
+	if (l->window_count_ahead && (r = look_count(l, &lists[n - 1])) < 0) {
 		look_finish(l, r);
 		return;
 	}
 	if (l->created == 0 || l->moved || l->ahead == 0) {
 		look_finish(l, 0);	/* the caller queues or looks again, or none ahead */
+		return;
+	}
+	if (window_entered(&lists[3], l->window_counts)) {
+		l->unnamed = true;	/* the key just ahead is not the tail's to say */
+		look_scan_or_finish(l);
 		return;
 	}
 	if (lists[0].n == 1 && lists[0].kvs[0].create_revision == l->tail_written) {
@@ -264,7 +312,7 @@ int fleet_queue_look_start(struct fleet *f, const char *host, int64_t created, s
 	queue_look_release(l);
 	*l = (struct queue_look){ .asked_created = created, .limit = limit, .fn = fn,
 				  .userdata = userdata, .f = f, .host = strdup(host),
-				  .patience_ms = patience_ms, .call = ret };
+				  .patience_ms = patience_ms, .call = ret, .window_end = created };
 	if (!l->host)
 		return -ENOMEM;
 	if (limit)

@@ -157,6 +157,10 @@ static void node_on_look(int error, struct queue_look *l, void *userdata)
 	node_pace_answered(n, error, q->look_sent);
 	if (l->scanned)
 		q->scans++;
+	if (l->unnamed)
+		log_info("a key entered the slot queue just ahead of this host without naming "
+			 "itself in rollout_tail (an orchestrate from before it, or a role that "
+			 "may not write it): read the queue to find it");
 	if (error == -ESTALE && l->limit == 0) {
 		/* The revision before its key was compacted (a long wait):
 		 * the keys just ahead are read instead, at most a limit. */

@@ -113,7 +113,8 @@ int metrics_render(const struct metrics *m, struct buf *out)
 			    (unsigned long long)m->slot_queue_reads)) < 0 ||
 	    (r = metrics_family(out, "orchestrate_slot_queue_scans_total", "counter",
 			"Of those reads, the ones that read the whole queue, since the queue's "
-			"tail did not name the host just ahead.")) < 0 ||
+			"tail did not name the host just ahead (or a key entered the queue "
+			"without naming itself there).")) < 0 ||
 	    (r = buf_printf(out, "orchestrate_slot_queue_scans_total %llu\n",
 			    (unsigned long long)m->slot_queue_scans)) < 0 ||
 	    (r = metrics_family(out, "orchestrate_etcd_strains_total", "counter",
