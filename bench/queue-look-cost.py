@@ -24,6 +24,10 @@ import base64, http.client, json, os, shutil, socket, subprocess, sys, tempfile,
 R = int(sys.argv[1]) if len(sys.argv) > 1 else 200
 SIZES = [int(n) for n in sys.argv[2:]] or [100, 1000, 5000]
 GAPS = (1, 4, 16)	# revisions between the host just ahead and the node's
+# HISTORY=H: H holder keys queued and deleted before the measure (hosts done
+# earlier in the rollout), whose tombstones stay in etcd's index until it is
+# compacted.
+HISTORY = int(os.environ.get("HISTORY", "0"))
 VALUE = '{"version":"v2","group":"g1","holding":true,"place":{"created":1,"ahead":0,"at":1}}'
 
 
@@ -78,6 +82,12 @@ def measure(n):
                 time.sleep(0.1)
         if not conn:
             raise SystemExit("etcd did not start")
+        for i in range(HISTORY):
+            done = f"/rollout/holders/d{i:05d}"
+            post(conn, "/v3/kv/txn", {"success": [
+                {"request_put": {"key": b64(done), "value": b64(VALUE)}},
+                {"request_put": {"key": b64("/rollout_tail"), "value": b64(f"d{i:05d}")}}]})
+            post(conn, "/v3/kv/deleterange", {"key": b64(done)})
         created = []
         for i in range(n):
             host = f"h{i:05d}"
@@ -115,7 +125,8 @@ def measure(n):
         shutil.rmtree(work, ignore_errors=True)
 
 
-print(f"etcd CPU per look at the slot queue, {R} looks each, from the newest key's place")
+print(f"etcd CPU per look at the slot queue, {R} looks each, from the newest key's place"
+      + (f", {HISTORY} keys queued and deleted before" if HISTORY else ""))
 print("(tail+W: the tail's look checking a window of W revisions before the node's key)")
 print(f"{'queued':>8} {'scan ms':>9} {'tail ms':>9} {'scan/tail':>10}"
       + "".join(f" {'tail+' + str(w) + ' ms':>11}" for w in GAPS))
