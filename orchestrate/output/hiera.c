@@ -24,6 +24,7 @@
  * is the same mapping to any YAML reader.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <yaml.h>
@@ -35,54 +36,111 @@
 
 /* --- rendering ------------------------------------------------------------- */
 
-/* One (key, address) pair of the document; key is owned, address borrowed from
- * the catalog. */
+/*
+ * One (key, address) pair of the document.  The key is SERVICE::IFACE, the
+ * part after "services::" or "healthy_services::", which is the same for both
+ * blocks (a common prefix leaves the order as it is): the pairs are collected
+ * and sorted once, and the healthy block is the healthy pairs in that order.
+ * An address's order key (family, bytes) is read once here, not at each of
+ * the sort's comparisons.  Rendering runs after every quiet catalog change,
+ * so at thousands of entries this is much of a daemon's CPU per event
+ * (bench/catalog-events.sh).
+ */
 struct item {
-	char *key;
-	const char *address;
+	const char *key;	/* in struct items' arena, shared by equal keys */
+	const char *address;	/* borrowed from the catalog */
+	unsigned char bytes[16];
+	unsigned char family;	/* 4, 6, or 9: not an address (sorted last, by text) */
+	bool healthy;
 };
 
 struct items {
 	struct item *v;
 	size_t n;
+	struct buf arena;	/* the keys, each NUL-terminated */
 };
 
 static void items_release(struct items *it)
 {
-	for (size_t i = 0; i < it->n; i++)
-		free(it->v[i].key);
 	free(it->v);
 	it->v = NULL;
 	it->n = 0;
+	buf_release(&it->arena);
 }
 
 static int item_compare(const void *x, const void *y)
 {
 	const struct item *a = x, *b = y;
-	int r = strcmp(a->key, b->key);
-	return r ? r : address_compare(a->address, b->address);
+	int r = a->key == b->key ? 0 : strcmp(a->key, b->key);
+	if (r)
+		return r;
+	if (a->family != b->family)
+		return (int)a->family - (int)b->family;
+	if (a->family == 9)
+		return strcmp(a->address, b->address);
+	return memcmp(a->bytes, b->bytes, a->family == 4 ? 4 : 16);
 }
 
-/* The pairs of one block ("services" or "healthy_services"), sorted. */
-static int items_collect(const struct catalog *c, const char *head, bool healthy_only,
-			 struct items *ret)
+/* How many of the current service's keys are remembered for reuse. */
+#define KEYS_RECENT 8
+
+/*
+ * The pairs of the document, sorted.  A key (SERVICE::IFACE) is written into
+ * the arena once and shared by the entries of that service and iface that
+ * follow (the catalog is sorted by service, then host, so a service's few
+ * ifaces repeat host after host): most comparisons of keys are then of
+ * pointers.  Keys are kept as offsets until the arena stops growing.
+ */
+static int items_collect(const struct catalog *c, struct items *ret)
 {
 	if (c->n == 0)
 		return 0;
 	ret->v = calloc(c->n, sizeof(*ret->v));
-	if (!ret->v)
+	size_t *offset = calloc(c->n, sizeof(*offset));
+	if (!ret->v || !offset) {
+		free(offset);
 		return -ENOMEM;
+	}
+	size_t recent[KEYS_RECENT], n_recent = 0;
+	const char *recent_service = NULL;
 	for (size_t i = 0; i < c->n; i++) {
 		const struct catalog_entry *e = &c->entries[i];
-		if (!e->service || !e->iface || !e->address || (healthy_only && !e->healthy))
+		if (!e->service || !e->iface || !e->address)
 			continue;
-		_cleanup_(buf_releasep) struct buf key = BUF_INIT;
-		if (buf_printf(&key, "%s::%s::%s", head, e->service, e->iface) < 0)
-			return -ENOMEM;
-		ret->v[ret->n].key = buf_detach(&key);
-		ret->v[ret->n].address = e->address;
+		if (!recent_service || strcmp(recent_service, e->service) != 0) {
+			recent_service = e->service;
+			n_recent = 0;
+		}
+		size_t at = SIZE_MAX;
+		size_t service_len = strlen(e->service);
+		for (size_t k = 0; k < n_recent && at == SIZE_MAX; k++) {
+			const char *key = ret->arena.data + recent[k];
+			if (strcmp(key + service_len + 2, e->iface) == 0)
+				at = recent[k];
+		}
+		if (at == SIZE_MAX) {
+			at = ret->arena.len;
+			if (buf_printf(&ret->arena, "%s::%s", e->service, e->iface) < 0 ||
+			    buf_addc(&ret->arena, '\0') < 0) {
+				free(offset);
+				return -ENOMEM;
+			}
+			if (n_recent < KEYS_RECENT)
+				recent[n_recent++] = at;
+		}
+		struct item *it = &ret->v[ret->n];
+		offset[ret->n] = at;
+		it->address = e->address;
+		it->healthy = e->healthy;
+		it->family = (unsigned char)address_family(e->address, it->bytes);
+		if (it->family == 0)
+			it->family = 9;
 		ret->n++;
 	}
+	/* The arena stopped moving: offsets become pointers. */
+	for (size_t i = 0; i < ret->n; i++)
+		ret->v[i].key = ret->arena.data + offset[i];
+	free(offset);
 	if (ret->n > 1)
 		qsort(ret->v, ret->n, sizeof(*ret->v), item_compare);
 	return 0;
@@ -109,20 +167,38 @@ static yaml_scalar_style_t address_style(const char *address)
 	return strchr(address, ':') ? YAML_SINGLE_QUOTED_SCALAR_STYLE : YAML_PLAIN_SCALAR_STYLE;
 }
 
-/* Emits the pairs as key: [addresses], skipping repeated pairs. */
-static int emit_items(yaml_emitter_t *em, const struct items *it)
+/* Emits one block's pairs as HEAD::KEY: [addresses] (only the healthy ones
+ * when healthy_only), skipping repeated pairs. */
+static int emit_items(yaml_emitter_t *em, const struct items *it, const char *head,
+		      bool healthy_only)
 {
 	yaml_event_t ev;
+	_cleanup_(buf_releasep) struct buf text = BUF_INIT;
 	for (size_t i = 0; i < it->n;) {
 		const char *key = it->v[i].key;
-		if (!scalar_event(&ev, key, YAML_PLAIN_SCALAR_STYLE) || !yaml_emitter_emit(em, &ev))
+		size_t end = i;
+		bool any = false;
+		for (; end < it->n && (it->v[end].key == key || strcmp(it->v[end].key, key) == 0);
+		     end++)
+			any = any || !healthy_only || it->v[end].healthy;
+		if (!any) {
+			i = end;	/* no healthy address: no key */
+			continue;
+		}
+		buf_reset(&text);
+		if (buf_printf(&text, "%s::%s", head, key) < 0)
+			return -1;
+		if (!scalar_event(&ev, text.data, YAML_PLAIN_SCALAR_STYLE) ||
+		    !yaml_emitter_emit(em, &ev))
 			return -1;
 		if (!yaml_sequence_start_event_initialize(&ev, NULL, NULL, 1,
 							  YAML_BLOCK_SEQUENCE_STYLE) ||
 		    !yaml_emitter_emit(em, &ev))
 			return -1;
 		const char *last = NULL;
-		for (; i < it->n && strcmp(it->v[i].key, key) == 0; i++) {
+		for (; i < end; i++) {
+			if (healthy_only && !it->v[i].healthy)
+				continue;
 			if (last && strcmp(last, it->v[i].address) == 0)
 				continue;
 			last = it->v[i].address;
@@ -151,12 +227,8 @@ int hiera_render(struct catalog *c, struct buf *out)
 		return -EINVAL;
 	catalog_sort(c);
 
-	_cleanup_(items_releasep) struct items all = { NULL, 0 };
-	_cleanup_(items_releasep) struct items healthy = { NULL, 0 };
-	int r = items_collect(c, "services", false, &all);
-	if (r < 0)
-		return r;
-	r = items_collect(c, "healthy_services", true, &healthy);
+	_cleanup_(items_releasep) struct items items = { NULL, 0, BUF_INIT };
+	int r = items_collect(c, &items);
 	if (r < 0)
 		return r;
 
@@ -178,8 +250,8 @@ int hiera_render(struct catalog *c, struct buf *out)
 		  yaml_mapping_start_event_initialize(&ev, NULL, NULL, 1,
 						      YAML_BLOCK_MAPPING_STYLE) &&
 		  yaml_emitter_emit(&em, &ev) &&
-		  emit_items(&em, &all) == 0 &&
-		  emit_items(&em, &healthy) == 0 &&
+		  emit_items(&em, &items, "services", false) == 0 &&
+		  emit_items(&em, &items, "healthy_services", true) == 0 &&
 		  yaml_mapping_end_event_initialize(&ev) &&
 		  yaml_emitter_emit(&em, &ev) &&
 		  yaml_document_end_event_initialize(&ev, 1) &&
