@@ -27,10 +27,20 @@ static void test_base64(void)
 		   d.len == strlen(cases[i][0]) && memcmp(buf_str(&d), cases[i][0], d.len) == 0,
 		   "base64 decode '%s'", cases[i][1]);
 	}
-	const char *bad[] = { "Zg=", "Z===", "Zm9v\n", "Zm 9", "=Zm9", "Zg==Zg==", "Zm9*" };
+	const char *bad[] = { "Zg=", "Z===", "Zm9v\n", "Zm 9", "=Zm9", "Zg==Zg==", "Zm9*",
+			      "Zm=v", "Zg=x", "Zm9\xc3", "====" };
 	for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
 		_cleanup_(buf_releasep) struct buf d = BUF_INIT;
 		is_int(base64_decode(bad[i], strlen(bad[i]), &d), -EINVAL, "base64 refuses bad input %zu", i);
+	}
+	/* Decoding appends; a refusal leaves the buffer as it was. */
+	{
+		_cleanup_(buf_releasep) struct buf d = BUF_INIT;
+		buf_adds(&d, "x");
+		ok(base64_decode("Zm9v", 4, &d) == 0 && strcmp(buf_str(&d), "xfoo") == 0,
+		   "base64 appends to what the buffer holds");
+		ok(base64_decode("Zm9vYmFy*m9v", 12, &d) == -EINVAL && d.len == 4 &&
+		   strcmp(buf_str(&d), "xfoo") == 0, "a refused decode leaves the buffer as it was");
 	}
 	/* Binary bytes, a NUL among them, survive the round trip. */
 	_cleanup_(buf_releasep) struct buf e = BUF_INIT, d = BUF_INIT;

@@ -12,6 +12,7 @@
  * node.profile_dir, addresses (one IPv4/IPv6 validator) and the hostname.
  */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -276,6 +277,17 @@ static void test_addresses(void)
 	is_int(address_canonical("2001:DB8:0::0:1", canon), 0, "canonical IPv6");
 	is_str(canon, "2001:db8::1", "lower case, :: compressed");
 	is_int(address_canonical("x", canon), -EINVAL, "no canonical form of a non-address");
+	/* IPv4 has one spelling a value (no leading zero): what inet_ntop writes. */
+	const char *v4[] = { "0.0.0.0", "10.0.0.5", "192.168.100.200", "255.255.255.255" };
+	for (size_t i = 0; i < ELEMENTSOF(v4); i++) {
+		unsigned char bytes[16];
+		char ntop[ADDRESS_TEXT_MAX];
+		ok(address_canonical(v4[i], canon) == 0 && address_family(v4[i], bytes) == 4 &&
+		   inet_ntop(AF_INET, bytes, ntop, sizeof(ntop)) && strcmp(canon, ntop) == 0,
+		   "canonical IPv4 '%s' is inet_ntop's", v4[i]);
+	}
+	is_int(address_canonical("010.0.0.5", canon), -EINVAL, "no IPv4 with a leading zero");
+	is_int(address_canonical("10.0.0.5 ", canon), -EINVAL, "no IPv4 with a trailing space");
 	ok(address_compare("10.0.0.9", "10.0.0.10") < 0, "numeric order");
 	ok(address_compare("255.0.0.1", "::1") < 0, "IPv4 before IPv6");
 	ok(address_compare("::1", "junk") < 0, "addresses before non-addresses");
