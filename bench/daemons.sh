@@ -54,7 +54,8 @@
 #   - for TRIGGERS triggers (default 3; no rollout policy, splay SPLAY, default 0): trigger ->
 #     config hook start over every daemon (p50, p99, max), trigger -> at the
 #     version (the max is the time until all N are there), and etcd requests
-#     and CPU per daemon per trigger (bench/lib-etcd-metrics.sh, bench_trigger);
+#     and CPU per daemon per trigger (bench/lib-etcd-metrics.sh, bench_trigger),
+#     and the daemons' own CPU per trigger and how often each was woken;
 #   - the splay by orchestrate.conf(5)'s rule for this etcd: the cheapest
 #     trigger's etcd CPU for the whole fleet over what etcd's share of a
 #     core (ETCD_CPU) leaves once the idle fleet is served, and half as much
@@ -366,7 +367,7 @@ for t in $(seq 1 "$triggers"); do
 	awk -v t0="$BT_T0" '{ print $1 / 1e6 - t0 }' "$work/starts/$v" 2>/dev/null | ms_stats |
 		awk -v v="$v" -v n="$started" -v atn="$atn" -v atmax="$atmax" \
 		'{ printf "  %-8s %8d %8s %8s %8s %8s %10s\n", v, n, $2, $3, $4, atn, atmax }'
-	echo "$t $BT_REQ $BT_CPU $BT_KEEPALIVE $BT_DAEMON_CPU $BT_KA_STREAMS $BT_EVENTS $BT_METHODS" >>"$work/per-trigger"
+	echo "$t $BT_REQ $BT_CPU $BT_KEEPALIVE $BT_DAEMON_CPU $BT_KA_STREAMS $BT_EVENTS $BT_DAEMON_WAKEUPS $BT_METHODS" >>"$work/per-trigger"
 	if [ -n "${TIMELINE:-}" ]; then
 		bench_timeline_print "$work/t$t.timeline" "${etcd_cpu:-100}"
 		[ -z "$keep_logs" ] || { mkdir -p "$keep_logs" && cp "$work/t$t.timeline" "$keep_logs/"; }
@@ -377,11 +378,11 @@ echo
 echo "etcd per daemon per trigger: requests (all but keepalives), lease renewals and the keepalive"
 echo "streams they took, CPU ms, watch events etcd sent (the benchmark's own watches take ~2), by method,"
 echo "the floor of the trigger: the etcd CPU it took, on etcd's share of a core (${etcd_cpu:-100} %),"
-echo "and the daemon's own CPU per trigger (its hooks' not counted):"
+echo "and the daemon's own CPU per trigger (its hooks' not counted) on how many wake-ups:"
 awk -v share="${etcd_cpu:-100}" -v n="$daemons" '{
-	printf "  trigger %d: %6.2f requests %5.2f renewals on %4.2f streams %7.2f ms  floor %6.1f s  daemon %5.2f ms  events %7.2f ",
-		$1, $2, $4, $6, $3, $3 * n / 1000 / (share / 100), $5, $7
-	for (i = 8; i <= NF; i += 2) printf " %s %s", $i, $(i + 1); printf "\n" }' "$work/per-trigger"
+	printf "  trigger %d: %6.2f requests %5.2f renewals on %4.2f streams %7.2f ms  floor %6.1f s  daemon %5.2f ms on %.0f wake-ups  events %7.2f ",
+		$1, $2, $4, $6, $3, $3 * n / 1000 / (share / 100), $5, $8, $7
+	for (i = 9; i <= NF; i += 2) printf " %s %s", $i, $(i + 1); printf "\n" }' "$work/per-trigger"
 # The splay by orchestrate.conf(5)'s rule for this etcd: the etcd CPU of the
 # cheapest trigger (the one least inflated by lost leases) for the whole
 # fleet, over what etcd's share of a core leaves once the idle fleet (its

@@ -96,6 +96,15 @@ etcd_cpu_ms() {
 	done | awk -v hz="$hz" '{ t += $12 + $13 } END { printf "%.0f\n", t * 1000 / hz }'
 }
 
+# daemon_wakeups PID... — how many times these processes have been put on a
+# CPU so far (/proc/PID/schedstat's third field): a daemon's loop wake-ups.
+daemon_wakeups() {
+	local p
+	for p in "$@"; do
+		cat "/proc/$p/schedstat" 2>/dev/null
+	done | awk '{ t += $3 } END { printf "%.0f\n", t }'
+}
+
 etcd_rss_kib() {
 	local p
 	for p in "$@"; do
@@ -239,11 +248,13 @@ bench_timeline_print() {
 #   BT_EVENTS      watch events etcd sent per node over the window
 #                  (etcd_debugging_mvcc_events_total; the two watches above
 #                  take about 2 per node of them)
+#   BT_DAEMON_CPU  with DAEMON_PIDS set: the daemons' own CPU ms per node
+#   BT_DAEMON_WAKEUPS  and how often each was put on a CPU (schedstat)
 #
 # The counters include the trigger_update command's own requests (a Range and
 # a Txn or so: 2/N per node).
 bench_trigger() {
-	local v=$1 n=$2 out=$3 P=${ORCHESTRATE_PREFIX:-} rev w0 c0 c1 d0 d1 s0 s1 i at=0 wr wa e0 e1
+	local v=$1 n=$2 out=$3 P=${ORCHESTRATE_PREFIX:-} rev w0 c0 c1 d0 d1 k0 k1 s0 s1 i at=0 wr wa e0 e1
 	local deadline
 	rev=$(etcd_revision)
 	w0=$(etcd_gauge etcd_debugging_mvcc_watcher_total)
@@ -260,6 +271,7 @@ bench_trigger() {
 	e0=$(etcd_gauge etcd_debugging_mvcc_events_total)
 	c0=$(etcd_cpu_ms "${ETCD_PIDS[@]}")
 	d0=$(etcd_cpu_ms "${DAEMON_PIDS[@]:-}")
+	k0=$(daemon_wakeups "${DAEMON_PIDS[@]:-}")
 	s0=$(now_ms)
 	BT_T0=$(now_ms)
 	local tl=
@@ -297,6 +309,7 @@ bench_trigger() {
 	e1=$(etcd_gauge etcd_debugging_mvcc_events_total)
 	c1=$(etcd_cpu_ms "${ETCD_PIDS[@]}")
 	d1=$(etcd_cpu_ms "${DAEMON_PIDS[@]:-}")
+	k1=$(daemon_wakeups "${DAEMON_PIDS[@]:-}")
 	s1=$(now_ms)
 	kill "$wr" "$wa" 2>/dev/null || true
 	wait "$wr" "$wa" 2>/dev/null || true
@@ -316,6 +329,8 @@ bench_trigger() {
 		'BEGIN { c = b - a - r * w; if (c < 0) c = 0; printf "%.2f", c / n }')
 	# the daemons' own CPU (not their hooks'), when DAEMON_PIDS is set
 	BT_DAEMON_CPU=$(awk -v a="$d0" -v b="$d1" -v n="$n" 'BEGIN { printf "%.2f", (b - a) / n }')
+	# and how many times each was woken (put on a CPU) for it
+	BT_DAEMON_WAKEUPS=$(awk -v a="$k0" -v b="$k1" -v n="$n" 'BEGIN { printf "%.1f", (b - a) / n }')
 	BT_RUN=$(grep -F "\"version\":\"$v\"" "$out.run.raw" | awk -v t0="$BT_T0" \
 		'!seen[$2]++ { print $1 - t0 }' | ms_stats)
 	BT_AT=$({ grep -F "\"version\":\"$v\"" "$out.at.raw" || true; } | awk -v t0="$BT_T0" \
