@@ -652,6 +652,13 @@ struct frame {
 	const char *message;
 };
 
+/* What handling the frame left: its JSON (an error frame's). */
+static void frame_releasep(struct frame *f)
+{
+	cJSON_Delete(f->json);
+	f->json = NULL;
+}
+
 static void frame_decode(struct frame *f, const char *text, size_t len)
 {
 	*f = (struct frame){ 0 };
@@ -659,9 +666,9 @@ static void frame_decode(struct frame *f, const char *text, size_t len)
 			    &f->created, &f->watch_id, &f->json, &f->code, &f->message);
 }
 
-/* Handles one complete frame, decoded; takes its events and its JSON.
- * Returns false when the watch must not be touched any more (it stopped, or
- * its owner stopped it from a callback). */
+/* Handles one complete frame, decoded; takes its events (the caller frees
+ * its JSON).  Returns false when the watch must not be touched any more (it
+ * stopped, or its owner stopped it from a callback). */
 static bool watch_handle_frame(struct etcd_watch *w, struct frame *f)
 {
 	struct etcd_client *c = w->c;
@@ -669,7 +676,6 @@ static bool watch_handle_frame(struct etcd_watch *w, struct frame *f)
 	size_t n = f->n;
 	int64_t revision = f->revision, compact = f->compact, watch_id = f->watch_id;
 	bool created = f->created;
-	_cleanup_(cJSON_Deletep) cJSON *json = f->json;
 	long code = f->code;
 	const char *message = f->message;
 	int r = f->r;
@@ -879,7 +885,7 @@ static void watch_process(struct etcd_watch *w)
 		while (start < len && (text[start] == ' ' || text[start] == '\t' ||
 				       text[start] == '\r'))
 			start++;
-		struct frame f = { 0 };
+		_cleanup_(frame_releasep) struct frame f = { 0 };
 		if (start < len)
 			frame_decode(&f, text + start, len - start);
 		buf_consume(&w->stream, consumed);
