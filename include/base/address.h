@@ -36,4 +36,16 @@ int address_canonical(const char *text, char out[ADDRESS_TEXT_MAX]);
  * address, by strcmp. */
 int address_compare(const char *a, const char *b);
 
+/* The same order with each text parsed once, for sorts of many addresses:
+ * address_key() fills the key of text (kept beside it), and
+ * address_key_compare() orders two (key, text) pairs as address_compare()
+ * orders the texts. */
+struct address_key {
+	unsigned char family;	/* 4, 6, or 9: not an address */
+	unsigned char bytes[16];
+};
+void address_key(const char *text, struct address_key *ret);
+int address_key_compare(const struct address_key *ka, const char *a,
+			const struct address_key *kb, const char *b);
+
 #endif

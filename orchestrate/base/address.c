@@ -45,17 +45,29 @@ int address_canonical(const char *text, char out[ADDRESS_TEXT_MAX])
 	}
 }
 
+void address_key(const char *text, struct address_key *ret)
+{
+	int family = address_family(text, ret->bytes);
+	ret->family = (unsigned char)(family ? family : 9);	/* not an address: last */
+}
+
+int address_key_compare(const struct address_key *ka, const char *a,
+			const struct address_key *kb, const char *b)
+{
+	if (ka->family != kb->family)
+		return (int)ka->family - (int)kb->family;
+	if (ka->family == 4)
+		return memcmp(ka->bytes, kb->bytes, sizeof(struct in_addr));
+	if (ka->family == 6)
+		return memcmp(ka->bytes, kb->bytes, sizeof(struct in6_addr));
+	return strcmp(a ? a : "", b ? b : "");
+}
+
 int address_compare(const char *a, const char *b)
 {
-	unsigned char ba[sizeof(struct in6_addr)], bb[sizeof(struct in6_addr)];
-	int fa = address_family(a, ba), fb = address_family(b, bb);
+	struct address_key ka, kb;
 
-	/* 0 (not an address) sorts last */
-	if (fa != fb)
-		return (fa ? fa : 9) - (fb ? fb : 9);
-	if (fa == 4)
-		return memcmp(ba, bb, sizeof(struct in_addr));
-	if (fa == 6)
-		return memcmp(ba, bb, sizeof(struct in6_addr));
-	return strcmp(a ? a : "", b ? b : "");
+	address_key(a, &ka);
+	address_key(b, &kb);
+	return address_key_compare(&ka, a, &kb, b);
 }

@@ -24,7 +24,6 @@
  * is the same mapping to any YAML reader.
  */
 #include <errno.h>
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <yaml.h>
@@ -41,7 +40,7 @@
  * part after "services::" or "healthy_services::", which is the same for both
  * blocks (a common prefix leaves the order as it is): the pairs are collected
  * and sorted once, and the healthy block is the healthy pairs in that order.
- * An address's order key (family, bytes) is read once here, not at each of
+ * An address's order key (address_key()) is read once here, not at each of
  * the sort's comparisons.  Rendering runs after every quiet catalog change,
  * so at thousands of entries this is much of a daemon's CPU per event
  * (bench/catalog-events.sh).
@@ -49,8 +48,7 @@
 struct item {
 	const char *key;	/* in struct items' arena, shared by equal keys */
 	const char *address;	/* borrowed from the catalog */
-	unsigned char bytes[16];
-	unsigned char family;	/* 4, 6, or 9: not an address (sorted last, by text) */
+	struct address_key order;
 	bool healthy;
 };
 
@@ -72,23 +70,14 @@ static int item_compare(const void *x, const void *y)
 {
 	const struct item *a = x, *b = y;
 	int r = a->key == b->key ? 0 : strcmp(a->key, b->key);
-	if (r)
-		return r;
-	if (a->family != b->family)
-		return (int)a->family - (int)b->family;
-	if (a->family == 9)
-		return strcmp(a->address, b->address);
-	return memcmp(a->bytes, b->bytes, a->family == 4 ? 4 : 16);
+	return r ? r : address_key_compare(&a->order, a->address, &b->order, b->address);
 }
-
-/* How many of the current service's keys are remembered for reuse. */
-#define KEYS_RECENT 8
 
 /*
  * The pairs of the document, sorted.  A key (SERVICE::IFACE) is written into
- * the arena once and shared by the entries of that service and iface that
- * follow (the catalog is sorted by service, then host, so a service's few
- * ifaces repeat host after host): most comparisons of keys are then of
+ * the arena once and shared by the entries that follow with the same service
+ * and iface (the catalog is sorted by service, then host: host after host
+ * publishing one iface give one key), so that most comparisons of keys are of
  * pointers.  Keys are kept as offsets until the arena stops growing.
  */
 static int items_collect(const struct catalog *c, struct items *ret)
@@ -96,51 +85,32 @@ static int items_collect(const struct catalog *c, struct items *ret)
 	if (c->n == 0)
 		return 0;
 	ret->v = calloc(c->n, sizeof(*ret->v));
-	size_t *offset = calloc(c->n, sizeof(*offset));
-	if (!ret->v || !offset) {
-		free(offset);
+	_cleanup_(freep) size_t *offset = calloc(c->n, sizeof(*offset));
+	if (!ret->v || !offset)
 		return -ENOMEM;
-	}
-	size_t recent[KEYS_RECENT], n_recent = 0;
-	const char *recent_service = NULL;
+	const struct catalog_entry *prev = NULL;
 	for (size_t i = 0; i < c->n; i++) {
 		const struct catalog_entry *e = &c->entries[i];
 		if (!e->service || !e->iface || !e->address)
 			continue;
-		if (!recent_service || strcmp(recent_service, e->service) != 0) {
-			recent_service = e->service;
-			n_recent = 0;
-		}
-		size_t at = SIZE_MAX;
-		size_t service_len = strlen(e->service);
-		for (size_t k = 0; k < n_recent && at == SIZE_MAX; k++) {
-			const char *key = ret->arena.data + recent[k];
-			if (strcmp(key + service_len + 2, e->iface) == 0)
-				at = recent[k];
-		}
-		if (at == SIZE_MAX) {
-			at = ret->arena.len;
+		if (prev && strcmp(prev->service, e->service) == 0 &&
+		    strcmp(prev->iface, e->iface) == 0) {
+			offset[ret->n] = offset[ret->n - 1];
+		} else {
+			offset[ret->n] = ret->arena.len;
 			if (buf_printf(&ret->arena, "%s::%s", e->service, e->iface) < 0 ||
-			    buf_addc(&ret->arena, '\0') < 0) {
-				free(offset);
+			    buf_addc(&ret->arena, '\0') < 0)
 				return -ENOMEM;
-			}
-			if (n_recent < KEYS_RECENT)
-				recent[n_recent++] = at;
 		}
-		struct item *it = &ret->v[ret->n];
-		offset[ret->n] = at;
+		prev = e;
+		struct item *it = &ret->v[ret->n++];
 		it->address = e->address;
 		it->healthy = e->healthy;
-		it->family = (unsigned char)address_family(e->address, it->bytes);
-		if (it->family == 0)
-			it->family = 9;
-		ret->n++;
+		address_key(e->address, &it->order);
 	}
 	/* The arena stopped moving: offsets become pointers. */
 	for (size_t i = 0; i < ret->n; i++)
 		ret->v[i].key = ret->arena.data + offset[i];
-	free(offset);
 	if (ret->n > 1)
 		qsort(ret->v, ret->n, sizeof(*ret->v), item_compare);
 	return 0;
